@@ -1,0 +1,349 @@
+//! One knowledge-base entry: parsing a file and validating it into a trusted [`Entry`].
+
+use std::path::{Path, PathBuf};
+
+use regex::Regex;
+use serde_saphyr::Spanned;
+
+use super::Problem;
+use super::front_matter::{self, FrontMatter, SignatureSpec};
+use super::markdown;
+
+/// A validated entry. Past `Kb::load`, every field can be trusted: the slug matches the
+/// file name, regexes compile, the body has its sections.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub slug: String,
+    pub title: String,
+    pub title_zh: String,
+    pub summary: String,
+    pub summary_zh: String,
+    pub tags: Vec<String>,
+    pub signatures: Vec<Signature>,
+    pub symptoms: Vec<String>,
+    pub examples: Vec<String>,
+    pub related: Vec<String>,
+    pub sources: Vec<String>,
+    /// The Markdown body as written.
+    pub markdown: String,
+    /// The body rendered to sanitised HTML.
+    pub html: String,
+    /// The body as plain text, for indexing and snippets.
+    pub text: String,
+    /// Where the entry was loaded from.
+    pub path: PathBuf,
+}
+
+/// An error fragment that identifies the entry's problem in a paste.
+#[derive(Debug, Clone)]
+pub struct Signature {
+    pub kind: SignatureKind,
+}
+
+#[derive(Debug, Clone)]
+pub enum SignatureKind {
+    Literal(String),
+    Regex(Regex),
+}
+
+impl Signature {
+    pub fn literal(text: impl Into<String>) -> Self {
+        Signature {
+            kind: SignatureKind::Literal(text.into()),
+        }
+    }
+
+    /// The signature as the author wrote it (the literal, or the regex source).
+    pub fn as_str(&self) -> &str {
+        match &self.kind {
+            SignatureKind::Literal(s) => s,
+            SignatureKind::Regex(r) => r.as_str(),
+        }
+    }
+
+    pub fn is_match(&self, text: &str) -> bool {
+        match &self.kind {
+            SignatureKind::Literal(s) => text.contains(s.as_str()),
+            SignatureKind::Regex(r) => r.is_match(text),
+        }
+    }
+
+    /// Words a full-text index can use: regex syntax such as `\d+` or `(a|b)` is blanked
+    /// out so that only the literal words of a pattern are indexed.
+    pub fn searchable_text(&self) -> String {
+        match &self.kind {
+            SignatureKind::Literal(s) => s.clone(),
+            SignatureKind::Regex(r) => {
+                let mut out = String::with_capacity(r.as_str().len());
+                let mut chars = r.as_str().chars();
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => match chars.next() {
+                            Some(e) if e.is_ascii_alphanumeric() => out.push(' '),
+                            Some(e) => out.push(e),
+                            None => {}
+                        },
+                        '(' | ')' | '[' | ']' | '{' | '}' | '|' | '*' | '+' | '?' | '^' | '$' => {
+                            out.push(' ')
+                        }
+                        _ => out.push(c),
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+/// An entry fresh from its file, with the lines that cross-entry checks need to report.
+#[derive(Debug)]
+pub(super) struct Parsed {
+    pub entry: Entry,
+    pub slug_line: usize,
+    pub related_lines: Vec<usize>,
+}
+
+/// Parses and validates one file. Returns every problem found in it.
+pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
+    let split = front_matter::split(text).map_err(|msg| vec![Problem::new(path, Some(1), msg)])?;
+    let fm: FrontMatter = serde_saphyr::from_str(split.yaml).map_err(|err| {
+        let line = err
+            .location()
+            .map(|loc| loc.line() as usize)
+            .filter(|&l| l > 0)
+            .map(|l| l + split.yaml_line - 1);
+        let options = serde_saphyr::render_options! { snippets: serde_saphyr::SnippetMode::Off };
+        let message = strip_location_suffix(&err.render_with_options(options));
+        vec![Problem::new(
+            path,
+            line.or(Some(split.yaml_line)),
+            format!("invalid front matter: {message}"),
+        )]
+    })?;
+
+    let mut v = Validator {
+        path,
+        offset: split.yaml_line - 1,
+        problems: Vec::new(),
+    };
+
+    let slug_line = v.line(&fm.slug);
+    let slug = fm.slug.value.trim().to_string();
+    if !is_kebab(&slug) {
+        v.report(
+            &fm.slug,
+            format!("slug `{slug}` must be lowercase letters, digits and single hyphens"),
+        );
+    }
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    if slug != stem {
+        v.report(
+            &fm.slug,
+            format!("slug `{slug}` does not match the file name `{stem}.md`"),
+        );
+    }
+    let title = v.required_text(&fm.title, "title");
+    let title_zh = v.required_text(&fm.title_zh, "title_zh");
+    let summary = v.required_text(&fm.summary, "summary");
+    let summary_zh = v.required_text(&fm.summary_zh, "summary_zh");
+
+    let mut tags = Vec::new();
+    for tag in &fm.tags {
+        let t = tag.value.trim().to_string();
+        if !is_kebab(&t) {
+            v.report(
+                tag,
+                format!("tag `{t}` must be lowercase letters, digits and single hyphens"),
+            );
+        } else if !tags.contains(&t) {
+            tags.push(t);
+        }
+    }
+    if fm.tags.is_empty() {
+        v.problems.push(Problem::new(
+            path,
+            Some(split.yaml_line),
+            "`tags` must list at least one tag",
+        ));
+    }
+
+    let mut signatures = Vec::new();
+    for spec in &fm.signatures {
+        match &spec.value {
+            SignatureSpec::Literal(s) if s.trim().is_empty() => {
+                v.report(spec, "empty signature");
+            }
+            SignatureSpec::Literal(s) => signatures.push(Signature::literal(s.clone())),
+            SignatureSpec::Pattern(p) => match Regex::new(&p.regex) {
+                Ok(r) if r.is_match("") => v.report(
+                    spec,
+                    format!("signature regex `{}` matches the empty string", p.regex),
+                ),
+                Ok(r) => signatures.push(Signature {
+                    kind: SignatureKind::Regex(r),
+                }),
+                Err(err) => v.report(
+                    spec,
+                    format!(
+                        "signature regex `{}` does not compile: {}",
+                        p.regex,
+                        first_line(&err.to_string())
+                    ),
+                ),
+            },
+        }
+    }
+    if fm.signatures.is_empty() {
+        v.problems.push(Problem::new(
+            path,
+            Some(split.yaml_line),
+            "`signatures` must list at least one error fragment",
+        ));
+    }
+
+    let symptoms = v.non_empty_list(&fm.symptoms, "symptom");
+    let examples = v.non_empty_list(&fm.examples, "example");
+    if symptoms.is_empty() {
+        v.problems.push(Problem::new(
+            path,
+            Some(split.yaml_line),
+            "`symptoms` must list at least one phrase",
+        ));
+    }
+
+    let mut related = Vec::new();
+    let mut related_lines = Vec::new();
+    for r in &fm.related {
+        let s = r.value.trim().to_string();
+        if s == slug {
+            v.report(r, "an entry cannot be related to itself");
+        } else {
+            related_lines.push(v.line(r));
+            related.push(s);
+        }
+    }
+
+    let body = split.body;
+    for (line, message) in markdown::check_sections(body) {
+        v.problems
+            .push(Problem::new(path, Some(line + split.body_line - 1), message));
+    }
+
+    if !v.problems.is_empty() {
+        return Err(v.problems);
+    }
+    Ok(Parsed {
+        entry: Entry {
+            slug,
+            title,
+            title_zh,
+            summary,
+            summary_zh,
+            tags,
+            signatures,
+            symptoms,
+            examples,
+            related,
+            sources: fm.sources,
+            markdown: body.trim().to_string(),
+            html: markdown::render_markdown(body),
+            text: markdown::plain_text(body),
+            path: path.to_path_buf(),
+        },
+        slug_line,
+        related_lines,
+    })
+}
+
+/// Collects problems with file lines computed from YAML spans.
+struct Validator<'a> {
+    path: &'a Path,
+    /// Lines before the YAML starts in the file.
+    offset: usize,
+    problems: Vec<Problem>,
+}
+
+impl Validator<'_> {
+    fn line<T>(&self, spanned: &Spanned<T>) -> usize {
+        spanned.referenced.line() as usize + self.offset
+    }
+
+    fn report<T>(&mut self, spanned: &Spanned<T>, message: impl Into<String>) {
+        let line = self.line(spanned);
+        self.problems
+            .push(Problem::new(self.path, Some(line), message.into()));
+    }
+
+    fn required_text(&mut self, value: &Spanned<String>, field: &str) -> String {
+        let text = value.value.trim().to_string();
+        if text.is_empty() {
+            self.report(value, format!("`{field}` must not be empty"));
+        }
+        text
+    }
+
+    fn non_empty_list(&mut self, items: &[Spanned<String>], what: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for item in items {
+            if item.value.trim().is_empty() {
+                self.report(item, format!("empty {what}"));
+            } else {
+                out.push(item.value.clone());
+            }
+        }
+        out
+    }
+}
+
+fn is_kebab(s: &str) -> bool {
+    !s.is_empty()
+        && s.split('-').all(|part| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        })
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or(s)
+}
+
+/// serde-saphyr appends " at line L column C" relative to the YAML; the caller reports
+/// the file line instead, so the YAML-relative suffix would only confuse.
+fn strip_location_suffix(message: &str) -> String {
+    let message = message.trim();
+    match message.rfind(" at line ") {
+        Some(i) if message[i..].contains("column") => message[..i].to_string(),
+        _ => message.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kebab_slugs() {
+        assert!(is_kebab("nccl-watchdog-timeout"));
+        assert!(is_kebab("view-modified-inplace-torch-1-10"));
+        assert!(!is_kebab("Bad-Slug"));
+        assert!(!is_kebab("double--hyphen"));
+        assert!(!is_kebab("-leading"));
+        assert!(!is_kebab(""));
+    }
+
+    #[test]
+    fn regex_signature_indexes_only_its_words() {
+        let sig = Signature {
+            kind: SignatureKind::Regex(Regex::new(r"Duplicate GPU detected : rank \d+ and rank (\d+)").unwrap()),
+        };
+        let text = sig.searchable_text();
+        assert!(text.contains("Duplicate GPU detected"));
+        assert!(!text.contains('\\'));
+        assert!(!text.contains('('));
+    }
+}

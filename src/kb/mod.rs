@@ -1,0 +1,217 @@
+//! The knowledge base: entries loaded from Markdown files with YAML front matter,
+//! validated once into trusted [`Entry`] values. Knows nothing of search or HTTP.
+
+mod entry;
+mod front_matter;
+mod markdown;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+pub use entry::{Entry, Signature, SignatureKind};
+pub use markdown::render_markdown;
+
+/// One thing wrong with the knowledge base, located in a file (and a line when known).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub path: PathBuf,
+    /// 1-based line number in the file, when the problem can be pinned to a line.
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl Problem {
+    fn new(path: &Path, line: Option<usize>, message: impl Into<String>) -> Self {
+        Problem {
+            path: path.to_path_buf(),
+            line,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{}: {}", self.path.display(), line, self.message),
+            None => write!(f, "{}: {}", self.path.display(), self.message),
+        }
+    }
+}
+
+/// Why a knowledge base could not be loaded: every problem found, not just the first.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read knowledge base {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} problem(s) in the knowledge base:\n{}", problems.len(), ProblemList(problems))]
+    Invalid { problems: Vec<Problem> },
+}
+
+struct ProblemList<'a>(&'a [Problem]);
+
+impl fmt::Display for ProblemList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "  {p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A validated knowledge base: entries sorted by slug, with lookups by slug and tag.
+#[derive(Debug, Default)]
+pub struct Kb {
+    entries: Vec<Entry>,
+    by_slug: HashMap<String, usize>,
+    tags: BTreeMap<String, Vec<usize>>,
+}
+
+impl Kb {
+    /// Loads and validates every `*.md` file under `dir` (recursively; `README.md` is the
+    /// authors' guide and is skipped). Returns all problems found, sorted by file and line.
+    pub fn load(dir: &Path) -> Result<Kb, LoadError> {
+        let files = markdown_files(dir)?;
+        let mut problems = Vec::new();
+        let mut entries = Vec::new();
+        for path in files {
+            let text = match std::fs::read_to_string(&path) {
+                Ok(text) => text,
+                Err(err) => {
+                    problems.push(Problem::new(&path, None, format!("cannot read file: {err}")));
+                    continue;
+                }
+            };
+            match entry::parse(&path, &text) {
+                Ok(parsed) => entries.push(parsed),
+                Err(mut found) => problems.append(&mut found),
+            }
+        }
+        if entries.is_empty() && problems.is_empty() {
+            problems.push(Problem::new(dir, None, "no entries found (expected *.md files)"));
+        }
+        problems.extend(cross_check(&entries));
+        if !problems.is_empty() {
+            problems.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
+            return Err(LoadError::Invalid { problems });
+        }
+        Ok(Kb::from_entries(entries.into_iter().map(|p| p.entry).collect()))
+    }
+
+    /// Builds a knowledge base from entries that are already valid.
+    pub fn from_entries(mut entries: Vec<Entry>) -> Kb {
+        entries.sort_by(|a, b| a.slug.cmp(&b.slug));
+        let by_slug = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.slug.clone(), i))
+            .collect();
+        let mut tags: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, e) in entries.iter().enumerate() {
+            for tag in &e.tags {
+                tags.entry(tag.clone()).or_default().push(i);
+            }
+        }
+        Kb {
+            entries,
+            by_slug,
+            tags,
+        }
+    }
+
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn get(&self, slug: &str) -> Option<&Entry> {
+        self.by_slug.get(slug).map(|&i| &self.entries[i])
+    }
+
+    /// All tags with the number of entries carrying each, alphabetically.
+    pub fn tags(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.tags.iter().map(|(t, v)| (t.as_str(), v.len()))
+    }
+
+    /// Entries carrying `tag`, in slug order.
+    pub fn tagged(&self, tag: &str) -> Vec<&Entry> {
+        self.tags
+            .get(tag)
+            .map(|ids| ids.iter().map(|&i| &self.entries[i]).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// All `.md` files below `dir` except READMEs, in a stable order.
+fn markdown_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
+    let io = |source| LoadError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        for item in std::fs::read_dir(&current).map_err(io)? {
+            let path = item.map_err(io)?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.starts_with('.') {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+            } else if name.ends_with(".md") && !name.eq_ignore_ascii_case("README.md") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Checks that need every entry at once: duplicate slugs and dangling `related` links.
+fn cross_check(entries: &[entry::Parsed]) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let mut first_seen: HashMap<&str, &entry::Parsed> = HashMap::new();
+    for parsed in entries {
+        let slug = parsed.entry.slug.as_str();
+        if let Some(first) = first_seen.get(slug) {
+            problems.push(Problem::new(
+                &parsed.entry.path,
+                Some(parsed.slug_line),
+                format!(
+                    "duplicate slug `{slug}`: already used by {}",
+                    first.entry.path.display()
+                ),
+            ));
+        } else {
+            first_seen.insert(slug, parsed);
+        }
+    }
+    for parsed in entries {
+        for (related, line) in parsed.entry.related.iter().zip(&parsed.related_lines) {
+            if !first_seen.contains_key(related.as_str()) {
+                problems.push(Problem::new(
+                    &parsed.entry.path,
+                    Some(*line),
+                    format!("related slug `{related}` does not exist"),
+                ));
+            }
+        }
+    }
+    problems
+}

@@ -1,0 +1,9 @@
+//! errbook: an offline knowledge base for distributed-training failures.
+//!
+//! Dependencies point one way: `web` -> `search` -> `kb`. Only `web` knows HTTP.
+
+pub mod kb;
+pub mod search;
+pub mod web;
+
+pub use web::{AppState, app};

@@ -1,0 +1,208 @@
+//! The `errbook` command: serve the portal and API, check a knowledge base, search it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use errbook::kb::{Kb, LoadError};
+use errbook::search::{SearchIndex, SearchQuery};
+use errbook::{AppState, app};
+
+#[derive(Parser)]
+#[command(name = "errbook", version, about = "Known problems of distributed training, answered offline")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args)]
+struct KbArg {
+    /// Folder of Markdown entries.
+    #[arg(long, env = "ERRBOOK_KB", default_value = "kb")]
+    kb: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the web portal and the JSON API.
+    Serve {
+        #[command(flatten)]
+        kb: KbArg,
+        /// Address to listen on.
+        #[arg(long, env = "ERRBOOK_ADDR", default_value = "127.0.0.1:8080")]
+        addr: SocketAddr,
+    },
+    /// Validate every entry; exits non-zero naming file and line of each problem.
+    Check {
+        #[command(flatten)]
+        kb: KbArg,
+    },
+    /// Full-text search from the terminal.
+    Search {
+        /// Words, an error message, or Chinese text.
+        query: String,
+        #[command(flatten)]
+        kb: KbArg,
+        /// Only entries with this tag.
+        #[arg(long)]
+        tag: Option<String>,
+        /// Number of results.
+        #[arg(long, default_value_t = 5)]
+        limit: usize,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve { kb, addr } => serve(&kb.kb, addr),
+        Command::Check { kb } => check(&kb.kb),
+        Command::Search {
+            query,
+            kb,
+            tag,
+            limit,
+            json,
+        } => search(&kb.kb, &query, tag.as_deref(), limit, json),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Loads the knowledge base, printing every problem in it when it is invalid.
+fn load(dir: &Path) -> anyhow::Result<Option<Kb>> {
+    match Kb::load(dir) {
+        Ok(kb) => Ok(Some(kb)),
+        Err(LoadError::Invalid { problems }) => {
+            for problem in &problems {
+                eprintln!("error: {problem}");
+            }
+            eprintln!(
+                "{}: {} problem(s) found",
+                dir.display(),
+                problems.len()
+            );
+            Ok(None)
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+fn check(dir: &Path) -> anyhow::Result<ExitCode> {
+    let Some(kb) = load(dir)? else {
+        return Ok(ExitCode::FAILURE);
+    };
+    println!("{}: {} entries, all valid", dir.display(), kb.len());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn search(
+    dir: &Path,
+    query: &str,
+    tag: Option<&str>,
+    limit: usize,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let Some(kb) = load(dir)? else {
+        return Ok(ExitCode::FAILURE);
+    };
+    let index = SearchIndex::build(Arc::new(kb))?;
+    let hits = index.search(&SearchQuery::new(query, tag, limit))?;
+    if json {
+        let out: Vec<_> = hits
+            .iter()
+            .filter_map(|h| {
+                let e = index.kb().get(&h.slug)?;
+                Some(serde_json::json!({
+                    "slug": e.slug, "title": e.title, "title_zh": e.title_zh,
+                    "summary": e.summary, "snippet": h.snippet, "score": h.score, "tags": e.tags,
+                }))
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "hits": out }))?);
+    } else if hits.is_empty() {
+        println!("no entry matches {query:?}");
+    } else {
+        for (i, h) in hits.iter().enumerate() {
+            let Some(e) = index.kb().get(&h.slug) else {
+                continue;
+            };
+            println!("{}. {}  [{}]  score {:.2}", i + 1, e.title, e.slug, h.score);
+            println!("   {}", e.title_zh);
+            println!("   {}", h.snippet);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn serve(dir: &Path, addr: SocketAddr) -> anyhow::Result<ExitCode> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "errbook=info,tower_http=warn".into()),
+        )
+        .init();
+    let started = Instant::now();
+    let Some(kb) = load(dir)? else {
+        eprintln!("error: refusing to serve an invalid knowledge base; fix it and run `errbook check`");
+        return Ok(ExitCode::FAILURE);
+    };
+    let entries = kb.len();
+    let index = SearchIndex::build(Arc::new(kb)).context("building the search index")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        let local = listener.local_addr()?;
+        tracing::info!(
+            entries,
+            kb = %dir.display(),
+            ready_ms = started.elapsed().as_millis() as u64,
+            "errbook listening on http://{local}"
+        );
+        axum::serve(listener, app(AppState::new(index)))
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+            .context("server failed")
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on Ctrl-C or SIGTERM, so in-flight requests finish before exit.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,303 @@
+//! Full-text search over the knowledge base: a tantivy index built in RAM from a `Kb`,
+//! one reader for the life of the index, a fresh searcher per query. Queries are never
+//! parsed as syntax: any string is analysed into terms, so stray `(`, `:` or `-` cannot fail.
+
+pub mod analysis;
+mod schema;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use tantivy::collector::TopDocs;
+use tantivy::query::{AllQuery, BooleanQuery, BoostQuery, Occur, PhraseQuery, Query, TermQuery};
+use tantivy::schema::{IndexRecordOption, Value};
+use tantivy::snippet::SnippetGenerator;
+use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
+
+use crate::kb::{Entry, Kb};
+use schema::{Fields, Part};
+
+/// Largest number of hits one query may ask for.
+pub const MAX_LIMIT: usize = 100;
+/// Only the first this-many words of a query are used: enough for any error message,
+/// and it bounds the cost of a query built from a pasted log.
+const MAX_QUERY_TERMS: usize = 64;
+/// Longest word sequence tried as an exact phrase.
+const MAX_PHRASE_TERMS: usize = 16;
+const SNIPPET_CHARS: usize = 220;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error("search index error: {0}")]
+    Index(#[from] tantivy::TantivyError),
+}
+
+/// A validated search request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchQuery {
+    pub text: String,
+    pub tag: Option<String>,
+    pub limit: usize,
+}
+
+impl SearchQuery {
+    /// Trims the text, drops an empty tag and clamps the limit into `1..=MAX_LIMIT`.
+    pub fn new(text: &str, tag: Option<&str>, limit: usize) -> SearchQuery {
+        SearchQuery {
+            text: text.trim().to_string(),
+            tag: tag
+                .map(|t| t.trim().to_lowercase())
+                .filter(|t| !t.is_empty()),
+            limit: limit.clamp(1, MAX_LIMIT),
+        }
+    }
+}
+
+/// One search result: which entry, how well it matched, and a highlighted excerpt.
+#[derive(Debug, Clone)]
+pub struct Hit {
+    pub slug: String,
+    pub score: f32,
+    /// The excerpt as plain text.
+    pub snippet: String,
+    /// The same excerpt HTML-escaped, with matches wrapped in `<mark>`.
+    pub snippet_html: String,
+}
+
+/// The knowledge base together with its full-text index.
+pub struct SearchIndex {
+    kb: Arc<Kb>,
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
+}
+
+impl std::fmt::Debug for SearchIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SearchIndex")
+            .field("entries", &self.kb.len())
+            .finish()
+    }
+}
+
+impl SearchIndex {
+    /// Indexes every entry of `kb` in RAM.
+    pub fn build(kb: Arc<Kb>) -> Result<SearchIndex, SearchError> {
+        analysis::warm_up();
+        let fields = Fields::new();
+        let index = Index::create_in_ram(fields.schema.clone());
+        let tokenizers = index.tokenizers();
+        tokenizers.register(analysis::WORDS, analysis::words_analyzer());
+        tokenizers.register(analysis::IDENT, analysis::ident_analyzer());
+        tokenizers.register(analysis::GRAM, analysis::gram_analyzer());
+
+        let mut writer = index.writer_with_num_threads::<TantivyDocument>(1, 50_000_000)?;
+        for entry in kb.entries() {
+            writer.add_document(document(&fields, entry))?;
+        }
+        writer.commit()?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        Ok(SearchIndex {
+            kb,
+            index,
+            reader,
+            fields,
+        })
+    }
+
+    pub fn kb(&self) -> &Kb {
+        &self.kb
+    }
+
+    /// Ranked hits for `query`. An empty query lists the tag's entries (or nothing).
+    pub fn search(&self, query: &SearchQuery) -> Result<Vec<Hit>, SearchError> {
+        let text_query = self.text_query(&query.text);
+        let filtered: Box<dyn Query> = match (&query.tag, text_query) {
+            (None, None) => return Ok(Vec::new()),
+            (None, Some(q)) => q,
+            (Some(tag), q) => {
+                let tag_term = Term::from_field_text(self.fields.tag, tag);
+                let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(
+                    Occur::Must,
+                    Box::new(TermQuery::new(tag_term, IndexRecordOption::Basic)),
+                )];
+                clauses.push((Occur::Must, q.unwrap_or_else(|| Box::new(AllQuery))));
+                Box::new(BooleanQuery::new(clauses))
+            }
+        };
+
+        let searcher = self.reader.searcher();
+        let top = searcher.search(
+            &filtered,
+            &TopDocs::with_limit(query.limit).order_by_score(),
+        )?;
+
+        let body = self.fields.part(Part::Body);
+        let generators = [body.words, body.ident, body.gram]
+            .into_iter()
+            .map(|field| {
+                let mut g = SnippetGenerator::create(&searcher, &*filtered, field)?;
+                g.set_max_num_chars(SNIPPET_CHARS);
+                Ok(g)
+            })
+            .collect::<Result<Vec<_>, SearchError>>()?;
+
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let doc: TantivyDocument = searcher.doc(address)?;
+            let Some(slug) = doc.get_first(self.fields.slug).and_then(|v| v.as_str()) else {
+                continue;
+            };
+            let Some(entry) = self.kb.get(slug) else {
+                continue;
+            };
+            let (snippet, snippet_html) = snippet(&generators, entry);
+            hits.push(Hit {
+                slug: slug.to_string(),
+                score,
+                snippet,
+                snippet_html,
+            });
+        }
+        Ok(hits)
+    }
+
+    /// The scoring query for free text, or `None` when the text has no searchable term.
+    fn text_query(&self, text: &str) -> Option<Box<dyn Query>> {
+        let words = self.analyze(analysis::WORDS, text);
+        let idents = self.analyze(analysis::IDENT, text);
+        let grams = analysis::gram_query_terms(text);
+        if words.is_empty() && idents.is_empty() && grams.is_empty() {
+            return None;
+        }
+
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut add = |query: Box<dyn Query>, boost: f32| {
+            clauses.push((Occur::Should, Box::new(BoostQuery::new(query, boost))));
+        };
+        for (part, fields) in self.fields.parts() {
+            let boost = part.boost();
+            for term in unique_terms(&words) {
+                add(term_query(fields.words, term), boost);
+            }
+            if (2..=MAX_PHRASE_TERMS).contains(&words.len()) {
+                // The words in order: an error string typed as written ranks its entry first.
+                add(phrase_query(fields.words, &words), 2.0 * boost);
+            }
+            for term in unique_terms(&idents) {
+                add(term_query(fields.ident, term), 0.4 * boost);
+            }
+            for run in &grams {
+                let query = if run.len() == 1 {
+                    term_query(fields.gram, &run[0])
+                } else {
+                    let positioned: Vec<(usize, String)> =
+                        run.iter().cloned().enumerate().collect();
+                    phrase_query(fields.gram, &positioned)
+                };
+                add(query, 0.8 * boost);
+            }
+        }
+        Some(Box::new(BooleanQuery::new(clauses)))
+    }
+
+    fn analyze(&self, analyzer: &str, text: &str) -> Vec<(usize, String)> {
+        let Some(mut analyzer) = self.index.tokenizers().get(analyzer) else {
+            return Vec::new();
+        };
+        let mut terms = analysis::analyze(&mut analyzer, text);
+        terms.truncate(MAX_QUERY_TERMS);
+        terms
+    }
+}
+
+fn document(fields: &Fields, entry: &Entry) -> TantivyDocument {
+    let mut doc = TantivyDocument::default();
+    doc.add_text(fields.slug, &entry.slug);
+    for tag in &entry.tags {
+        doc.add_text(fields.tag, tag);
+    }
+    for (part, f) in fields.parts() {
+        let texts: Vec<String> = match part {
+            Part::Title => vec![entry.title.clone(), entry.title_zh.clone()],
+            Part::Signatures => entry
+                .signatures
+                .iter()
+                .map(|s| s.searchable_text())
+                .collect(),
+            Part::Symptoms => entry.symptoms.clone(),
+            Part::Summary => vec![entry.summary.clone(), entry.summary_zh.clone()],
+            Part::Tags => vec![entry.tags.join(" ")],
+            Part::Body => vec![entry.text.clone()],
+            Part::Examples => entry.examples.clone(),
+        };
+        for text in &texts {
+            doc.add_text(f.words, text);
+            doc.add_text(f.ident, text);
+            doc.add_text(f.gram, text);
+        }
+    }
+    doc
+}
+
+fn unique_terms(terms: &[(usize, String)]) -> BTreeSet<&str> {
+    terms.iter().map(|(_, t)| t.as_str()).collect()
+}
+
+fn term_query(field: tantivy::schema::Field, text: &str) -> Box<dyn Query> {
+    Box::new(TermQuery::new(
+        Term::from_field_text(field, text),
+        IndexRecordOption::WithFreqs,
+    ))
+}
+
+fn phrase_query(field: tantivy::schema::Field, terms: &[(usize, String)]) -> Box<dyn Query> {
+    let first = terms.first().map(|(p, _)| *p).unwrap_or(0);
+    Box::new(PhraseQuery::new_with_offset(
+        terms
+            .iter()
+            .map(|(p, t)| (p - first, Term::from_field_text(field, t)))
+            .collect(),
+    ))
+}
+
+/// The best excerpt for this query: the body first, then the summaries and symptoms
+/// (where Chinese phrasing lives); within each, exact words before identifier parts
+/// before Chinese grams. The summary when nothing matched. Returns (plain text, HTML).
+fn snippet(generators: &[SnippetGenerator], entry: &Entry) -> (String, String) {
+    let extra = format!(
+        "{} {} {}",
+        entry.summary,
+        entry.summary_zh,
+        entry.symptoms.join(" · ")
+    );
+    for text in [entry.text.as_str(), extra.as_str()] {
+        for generator in generators {
+            let mut snippet = generator.snippet(text);
+            if !snippet.highlighted().is_empty() {
+                snippet.set_snippet_prefix_postfix("<mark>", "</mark>");
+                let plain = snippet.fragment().split_whitespace().collect::<Vec<_>>().join(" ");
+                return (plain, snippet.to_html().replace('\n', " "));
+            }
+        }
+    }
+    (entry.summary.clone(), escape_html(&entry.summary))
+}
+
+fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}

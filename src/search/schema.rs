@@ -1,0 +1,126 @@
+//! The one place that knows the index's field names: every logical field of an entry is
+//! indexed three times, once per analyzer, so queries can weigh exact words, identifier
+//! parts and Chinese character grams differently.
+
+use tantivy::schema::{
+    Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+};
+
+use super::analysis;
+
+/// The parts of an entry that are searched, each with its weight in ranking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    Title,
+    Signatures,
+    Symptoms,
+    Summary,
+    Tags,
+    Body,
+    Examples,
+}
+
+impl Part {
+    pub const ALL: [Part; 7] = [
+        Part::Title,
+        Part::Signatures,
+        Part::Symptoms,
+        Part::Summary,
+        Part::Tags,
+        Part::Body,
+        Part::Examples,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Part::Title => "title",
+            Part::Signatures => "signatures",
+            Part::Symptoms => "symptoms",
+            Part::Summary => "summary",
+            Part::Tags => "tags",
+            Part::Body => "body",
+            Part::Examples => "examples",
+        }
+    }
+
+    /// Titles and signatures outrank the body: a query that names the problem or
+    /// quotes its error text should land on that entry first.
+    pub fn boost(self) -> f32 {
+        match self {
+            Part::Title => 4.0,
+            Part::Signatures => 4.0,
+            Part::Symptoms => 2.5,
+            Part::Summary => 2.0,
+            Part::Tags => 1.5,
+            Part::Body => 1.0,
+            Part::Examples => 0.5,
+        }
+    }
+}
+
+/// The three fields of one part.
+#[derive(Clone, Copy, Debug)]
+pub struct PartFields {
+    pub words: Field,
+    pub ident: Field,
+    pub gram: Field,
+}
+
+#[derive(Clone, Debug)]
+pub struct Fields {
+    pub schema: Schema,
+    pub slug: Field,
+    pub tag: Field,
+    parts: Vec<(Part, PartFields)>,
+}
+
+impl Fields {
+    pub fn new() -> Fields {
+        let mut builder = Schema::builder();
+        let slug = builder.add_text_field("slug", STRING | STORED);
+        let tag = builder.add_text_field("tag", STRING);
+        let text = |tokenizer: &str| {
+            TextOptions::default().set_indexing_options(
+                TextFieldIndexing::default()
+                    .set_tokenizer(tokenizer)
+                    .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+            )
+        };
+        let parts = Part::ALL
+            .iter()
+            .map(|&part| {
+                let name = part.name();
+                let fields = PartFields {
+                    words: builder.add_text_field(name, text(analysis::WORDS)),
+                    ident: builder.add_text_field(&format!("{name}_ident"), text(analysis::IDENT)),
+                    gram: builder.add_text_field(&format!("{name}_gram"), text(analysis::GRAM)),
+                };
+                (part, fields)
+            })
+            .collect();
+        Fields {
+            schema: builder.build(),
+            slug,
+            tag,
+            parts,
+        }
+    }
+
+    pub fn part(&self, part: Part) -> PartFields {
+        self.parts
+            .iter()
+            .find(|(p, _)| *p == part)
+            .map(|(_, f)| *f)
+            .expect("every part has fields")
+    }
+
+    pub fn parts(&self) -> impl Iterator<Item = (Part, PartFields)> + '_ {
+        self.parts.iter().copied()
+    }
+}
+
+impl Default for Fields {
+    fn default() -> Self {
+        Fields::new()
+    }
+}

@@ -1,0 +1,171 @@
+//! Portal pages: each handler extracts its input, asks the domain, and wraps the result
+//! in a template struct named after the page (`SearchPage` -> `search.html`).
+
+use askama::Template;
+use axum::extract::rejection::{FormRejection, QueryRejection};
+use axum::extract::{Form, Path, Query, State};
+use axum::response::Html;
+use serde::Deserialize;
+
+use super::AppState;
+use super::error::AppError;
+use crate::kb::Entry;
+use crate::search::{Hit, SearchQuery};
+
+const PAGE_HITS: usize = 20;
+
+type PageResult = Result<Html<String>, AppError>;
+
+fn render(page: impl Template) -> PageResult {
+    Ok(Html(page.render()?))
+}
+
+/// A search or diagnosis result as the templates show it.
+pub struct ResultView<'a> {
+    pub entry: &'a Entry,
+    pub snippet_html: String,
+}
+
+fn result_views<'a>(state: &'a AppState, hits: Vec<Hit>) -> Vec<ResultView<'a>> {
+    hits.into_iter()
+        .filter_map(|hit| {
+            Some(ResultView {
+                entry: state.index.kb().get(&hit.slug)?,
+                snippet_html: hit.snippet_html,
+            })
+        })
+        .collect()
+}
+
+#[derive(Template)]
+#[template(path = "home.html")]
+pub struct HomePage<'a> {
+    pub entries: &'a [Entry],
+    pub tags: Vec<(&'a str, usize)>,
+}
+
+pub async fn home(State(state): State<AppState>) -> PageResult {
+    let kb = state.index.kb();
+    render(HomePage {
+        entries: kb.entries(),
+        tags: kb.tags().collect(),
+    })
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SearchParams {
+    #[serde(default)]
+    pub q: String,
+    pub tag: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "search.html")]
+pub struct SearchPage<'a> {
+    pub q: String,
+    pub tag: Option<String>,
+    pub results: Vec<ResultView<'a>>,
+    pub tags: Vec<(&'a str, usize)>,
+}
+
+pub async fn search(
+    State(state): State<AppState>,
+    params: Result<Query<SearchParams>, QueryRejection>,
+) -> PageResult {
+    let Query(params) = params.map_err(|e| AppError::BadRequest(e.body_text()))?;
+    let query = SearchQuery::new(&params.q, params.tag.as_deref(), PAGE_HITS);
+    let hits = state.index.search(&query)?;
+    render(SearchPage {
+        q: query.text,
+        tag: query.tag,
+        results: result_views(&state, hits),
+        tags: state.index.kb().tags().collect(),
+    })
+}
+
+#[derive(Template)]
+#[template(path = "entry.html")]
+pub struct EntryPage<'a> {
+    pub entry: &'a Entry,
+    pub related: Vec<&'a Entry>,
+}
+
+pub async fn entry(State(state): State<AppState>, Path(slug): Path<String>) -> PageResult {
+    let kb = state.index.kb();
+    let entry = kb
+        .get(&slug)
+        .ok_or_else(|| AppError::NotFound(format!("There is no entry `{slug}`.")))?;
+    render(EntryPage {
+        entry,
+        related: entry.related.iter().filter_map(|s| kb.get(s)).collect(),
+    })
+}
+
+#[derive(Template)]
+#[template(path = "tag.html")]
+pub struct TagPage<'a> {
+    pub tag: String,
+    pub entries: Vec<&'a Entry>,
+}
+
+pub async fn tag(State(state): State<AppState>, Path(tag): Path<String>) -> PageResult {
+    let entries = state.index.kb().tagged(&tag);
+    if entries.is_empty() {
+        return Err(AppError::NotFound(format!("No entry has the tag `{tag}`.")));
+    }
+    render(TagPage { tag, entries })
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DiagnoseForm {
+    #[serde(default)]
+    pub text: String,
+}
+
+#[derive(Template)]
+#[template(path = "diagnose.html")]
+pub struct DiagnosePage<'a> {
+    pub text: String,
+    pub lines: usize,
+    pub results: Vec<ResultView<'a>>,
+}
+
+/// The paste box's target. Until the diagnosis engine exists this answers with the
+/// entries closest to the paste by full text, and says so on the page.
+pub async fn diagnose(
+    State(state): State<AppState>,
+    form: Result<Form<DiagnoseForm>, FormRejection>,
+) -> PageResult {
+    let Form(form) = form.map_err(|e| AppError::BadRequest(e.body_text()))?;
+    if form.text.trim().is_empty() {
+        return Err(AppError::BadRequest(
+            "The paste is empty: paste a traceback or a log into the box.".into(),
+        ));
+    }
+    let hits = state.index.search(&SearchQuery::new(&form.text, None, 5))?;
+    render(DiagnosePage {
+        lines: form.text.lines().count(),
+        results: result_views(&state, hits),
+        text: form.text,
+    })
+}
+
+#[derive(Template)]
+#[template(path = "error.html")]
+pub struct ErrorPage {
+    pub status: u16,
+    pub title: String,
+    pub detail: String,
+}
+
+impl ErrorPage {
+    /// Error pages must never fail themselves: fall back to plain text.
+    pub fn render_or_plain(&self) -> String {
+        self.render()
+            .unwrap_or_else(|_| format!("{} {}: {}", self.status, self.title, self.detail))
+    }
+}
+
+pub async fn not_found() -> AppError {
+    AppError::NotFound("There is no page at this address.".into())
+}

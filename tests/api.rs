@@ -1,0 +1,100 @@
+//! The JSON API: shapes a chatbot relies on, and problem+json errors.
+
+mod common;
+
+use axum::http::StatusCode;
+use common::get;
+
+#[tokio::test]
+async fn search_returns_hits_with_every_field() {
+    let reply = get("/api/v1/search?q=ncclInvalidUsage&limit=2").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert!(reply.content_type().starts_with("application/json"));
+    let json = reply.json();
+    assert_eq!(json["query"], "ncclInvalidUsage");
+    let hits = json["hits"].as_array().unwrap();
+    assert!(!hits.is_empty() && hits.len() <= 2, "{json}");
+    let hit = &hits[0];
+    assert_eq!(hit["slug"], "nccl-invalid-usage");
+    assert_eq!(hit["title"], "NCCL invalid usage when the model sits on another GPU");
+    assert_eq!(hit["title_zh"], "NCCL invalid usage：模型与 device_ids 不在同一张卡");
+    assert_eq!(hit["url"], "/entries/nccl-invalid-usage");
+    assert!(hit["summary"].as_str().unwrap().starts_with("DDP was given"));
+    assert!(hit["snippet"].as_str().unwrap().contains("ncclInvalidUsage"));
+    assert!(hit["score"].as_f64().unwrap() > 0.0);
+    assert_eq!(hit["tags"], serde_json::json!(["nccl", "ddp"]));
+}
+
+#[tokio::test]
+async fn search_limit_is_respected_and_validated() {
+    let one = get("/api/v1/search?q=GPU&limit=1").await;
+    assert_eq!(one.json()["hits"].as_array().unwrap().len(), 1);
+    for bad in ["0", "abc", "-1", "101"] {
+        let reply = get(&format!("/api/v1/search?q=GPU&limit={bad}")).await;
+        assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "limit={bad}");
+        assert_eq!(reply.content_type(), "application/problem+json");
+        let problem = reply.json();
+        assert_eq!(problem["status"], 422);
+        assert!(problem["detail"].as_str().unwrap().contains("limit"), "{problem}");
+    }
+}
+
+#[tokio::test]
+async fn search_without_query_or_tag_is_422() {
+    let reply = get("/api/v1/search").await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(reply.json()["detail"].as_str().unwrap().contains("`q`"));
+}
+
+#[tokio::test]
+async fn entry_returns_markdown_html_and_metadata() {
+    let reply = get("/api/v1/entries/view-inplace").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let e = reply.json();
+    assert_eq!(e["slug"], "view-inplace");
+    assert_eq!(e["title_zh"], "视图被原地修改（torch 1.10）");
+    assert!(e["markdown"].as_str().unwrap().starts_with("## Symptom"));
+    assert!(e["html"].as_str().unwrap().contains(r#"<h2 id="fix">Fix</h2>"#));
+    assert_eq!(e["signatures"][0], "is a view and is being modified inplace");
+    assert_eq!(e["tags"], serde_json::json!(["autograd"]));
+    assert_eq!(e["sources"][0], "seed: 002_47d489b6f6a8c547.txt");
+    assert_eq!(e["url"], "/entries/view-inplace");
+}
+
+#[tokio::test]
+async fn entry_list_has_every_entry() {
+    let reply = get("/api/v1/entries").await;
+    let entries = reply.json()["entries"].as_array().unwrap().clone();
+    assert_eq!(entries.len(), 6);
+    assert!(entries.iter().any(|e| e["slug"] == "gpu0-imbalance"));
+}
+
+#[tokio::test]
+async fn unknown_entry_is_problem_json_404() {
+    let reply = get("/api/v1/entries/nope").await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    assert_eq!(reply.content_type(), "application/problem+json");
+    let p = reply.json();
+    assert_eq!(p["status"], 404);
+    assert_eq!(p["title"], "Not Found");
+    assert!(p["detail"].as_str().unwrap().contains("nope"));
+    let route = get("/api/v1/nothing-here").await;
+    assert_eq!(route.status, StatusCode::NOT_FOUND);
+    assert_eq!(route.content_type(), "application/problem+json");
+}
+
+#[tokio::test]
+async fn bad_percent_encoding_is_a_400_not_a_500() {
+    let reply = get("/api/v1/search?q=%FF%FE").await;
+    assert!(reply.status == StatusCode::OK || reply.status == StatusCode::BAD_REQUEST, "{}", reply.status);
+    let page = get("/search?q=%FF%FE").await;
+    assert!(page.status == StatusCode::OK || page.status == StatusCode::BAD_REQUEST, "{}", page.status);
+}
+
+#[tokio::test]
+async fn healthz_answers() {
+    let reply = get("/healthz").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.json()["status"], "ok");
+    assert_eq!(reply.json()["entries"], 6);
+}

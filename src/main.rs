@@ -13,7 +13,11 @@ use errbook::search::{SearchIndex, SearchQuery};
 use errbook::{AppState, app};
 
 #[derive(Parser)]
-#[command(name = "errbook", version, about = "Known problems of distributed training, answered offline")]
+#[command(
+    name = "errbook",
+    version,
+    about = "Known problems of distributed training, answered offline"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -89,11 +93,7 @@ fn load(dir: &Path) -> anyhow::Result<Option<Kb>> {
             for problem in &problems {
                 eprintln!("error: {problem}");
             }
-            eprintln!(
-                "{}: {} problem(s) found",
-                dir.display(),
-                problems.len()
-            );
+            eprintln!("{}: {} problem(s) found", dir.display(), problems.len());
             Ok(None)
         }
         Err(err) => Err(err.into()),
@@ -131,7 +131,10 @@ fn search(
                 }))
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "hits": out }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "hits": out }))?
+        );
     } else if hits.is_empty() {
         println!("no entry matches {query:?}");
     } else {
@@ -156,7 +159,9 @@ fn serve(dir: &Path, addr: SocketAddr) -> anyhow::Result<ExitCode> {
         .init();
     let started = Instant::now();
     let Some(kb) = load(dir)? else {
-        eprintln!("error: refusing to serve an invalid knowledge base; fix it and run `errbook check`");
+        eprintln!(
+            "error: refusing to serve an invalid knowledge base; fix it and run `errbook check`"
+        );
         return Ok(ExitCode::FAILURE);
     };
     let entries = kb.len();

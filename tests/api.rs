@@ -16,11 +16,27 @@ async fn search_returns_hits_with_every_field() {
     assert!(!hits.is_empty() && hits.len() <= 2, "{json}");
     let hit = &hits[0];
     assert_eq!(hit["slug"], "nccl-invalid-usage");
-    assert_eq!(hit["title"], "NCCL invalid usage when the model sits on another GPU");
-    assert_eq!(hit["title_zh"], "NCCL invalid usage：模型与 device_ids 不在同一张卡");
+    assert_eq!(
+        hit["title"],
+        "NCCL invalid usage when the model sits on another GPU"
+    );
+    assert_eq!(
+        hit["title_zh"],
+        "NCCL invalid usage：模型与 device_ids 不在同一张卡"
+    );
     assert_eq!(hit["url"], "/entries/nccl-invalid-usage");
-    assert!(hit["summary"].as_str().unwrap().starts_with("DDP was given"));
-    assert!(hit["snippet"].as_str().unwrap().contains("ncclInvalidUsage"));
+    assert!(
+        hit["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("DDP was given")
+    );
+    assert!(
+        hit["snippet"]
+            .as_str()
+            .unwrap()
+            .contains("ncclInvalidUsage")
+    );
     assert!(hit["score"].as_f64().unwrap() > 0.0);
     assert_eq!(hit["tags"], serde_json::json!(["nccl", "ddp"]));
 }
@@ -31,11 +47,18 @@ async fn search_limit_is_respected_and_validated() {
     assert_eq!(one.json()["hits"].as_array().unwrap().len(), 1);
     for bad in ["0", "abc", "-1", "101"] {
         let reply = get(&format!("/api/v1/search?q=GPU&limit={bad}")).await;
-        assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "limit={bad}");
+        assert_eq!(
+            reply.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "limit={bad}"
+        );
         assert_eq!(reply.content_type(), "application/problem+json");
         let problem = reply.json();
         assert_eq!(problem["status"], 422);
-        assert!(problem["detail"].as_str().unwrap().contains("limit"), "{problem}");
+        assert!(
+            problem["detail"].as_str().unwrap().contains("limit"),
+            "{problem}"
+        );
     }
 }
 
@@ -54,8 +77,16 @@ async fn entry_returns_markdown_html_and_metadata() {
     assert_eq!(e["slug"], "view-inplace");
     assert_eq!(e["title_zh"], "视图被原地修改（torch 1.10）");
     assert!(e["markdown"].as_str().unwrap().starts_with("## Symptom"));
-    assert!(e["html"].as_str().unwrap().contains(r#"<h2 id="fix">Fix</h2>"#));
-    assert_eq!(e["signatures"][0], "is a view and is being modified inplace");
+    assert!(
+        e["html"]
+            .as_str()
+            .unwrap()
+            .contains(r#"<h2 id="fix">Fix</h2>"#)
+    );
+    assert_eq!(
+        e["signatures"][0],
+        "is a view and is being modified inplace"
+    );
     assert_eq!(e["tags"], serde_json::json!(["autograd"]));
     assert_eq!(e["sources"][0], "seed: 002_47d489b6f6a8c547.txt");
     assert_eq!(e["url"], "/entries/view-inplace");
@@ -86,9 +117,17 @@ async fn unknown_entry_is_problem_json_404() {
 #[tokio::test]
 async fn bad_percent_encoding_is_a_400_not_a_500() {
     let reply = get("/api/v1/search?q=%FF%FE").await;
-    assert!(reply.status == StatusCode::OK || reply.status == StatusCode::BAD_REQUEST, "{}", reply.status);
+    assert!(
+        reply.status == StatusCode::OK || reply.status == StatusCode::BAD_REQUEST,
+        "{}",
+        reply.status
+    );
     let page = get("/search?q=%FF%FE").await;
-    assert!(page.status == StatusCode::OK || page.status == StatusCode::BAD_REQUEST, "{}", page.status);
+    assert!(
+        page.status == StatusCode::OK || page.status == StatusCode::BAD_REQUEST,
+        "{}",
+        page.status
+    );
 }
 
 #[tokio::test]

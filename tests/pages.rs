@@ -11,8 +11,14 @@ async fn home_has_paste_box_search_box_tags_and_entries() {
     assert_eq!(page.status, StatusCode::OK);
     assert!(page.content_type().starts_with("text/html"));
     let b = &page.body;
-    assert!(b.contains(r#"<form action="/diagnose" method="post">"#), "{b}");
-    assert!(b.contains(r#"<textarea id="paste-text" name="text""#), "{b}");
+    assert!(
+        b.contains(r#"<form action="/diagnose" method="post">"#),
+        "{b}"
+    );
+    assert!(
+        b.contains(r#"<textarea id="paste-text" name="text""#),
+        "{b}"
+    );
     assert!(b.contains(r#"action="/search""#));
     assert!(b.contains(r#"href="/tags/memory""#));
     assert!(b.contains(r#"href="/entries/view-inplace""#));
@@ -23,7 +29,10 @@ async fn home_has_paste_box_search_box_tags_and_entries() {
 async fn search_page_links_results_to_entries() {
     let page = get("/search?q=ncclInvalidUsage").await;
     assert_eq!(page.status, StatusCode::OK);
-    let first = page.body.find("/entries/nccl-invalid-usage").expect("result link");
+    let first = page
+        .body
+        .find("/entries/nccl-invalid-usage")
+        .expect("result link");
     if let Some(other) = page.body.find("/entries/watchdog-timeout") {
         assert!(first < other, "best hit listed first");
     }
@@ -34,15 +43,27 @@ async fn search_page_filters_by_tag() {
     let page = get("/search?q=GPU&tag=memory").await;
     assert!(page.body.contains("/entries/gpu0-imbalance"));
     assert!(!page.body.contains("/entries/nccl-invalid-usage"));
-    assert!(page.body.contains(r#"<option value="memory" selected>"#), "{}", page.body);
+    assert!(
+        page.body.contains(r#"<option value="memory" selected>"#),
+        "{}",
+        page.body
+    );
 }
 
 #[tokio::test]
 async fn search_page_escapes_the_query() {
-    let page = get(&format!("/search?q={}", encode("<script>alert(1)</script>"))).await;
+    let page = get(&format!(
+        "/search?q={}",
+        encode("<script>alert(1)</script>")
+    ))
+    .await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(!page.body.contains("<script>alert(1)"));
-    assert!(page.body.contains("&#60;script&#62;alert(1)"), "{}", page.body);
+    assert!(
+        page.body.contains("&#60;script&#62;alert(1)"),
+        "{}",
+        page.body
+    );
 }
 
 #[tokio::test]
@@ -55,18 +76,27 @@ async fn entry_page_shows_everything_about_the_problem() {
     assert!(b.contains("One rank stopped calling collectives"));
     assert!(b.contains("某个 rank 没有进入集合通信"));
     for section in ["symptom", "cause", "fix", "verify", "background"] {
-        assert!(b.contains(&format!(r#"<h2 id="{section}">"#)), "section {section}: {b}");
+        assert!(
+            b.contains(&format!(r#"<h2 id="{section}">"#)),
+            "section {section}: {b}"
+        );
     }
     assert!(b.contains("<pre><code"), "code block rendered");
     assert!(b.contains("<code>NCCL_DEBUG=INFO</code>"));
     assert!(b.contains(r#"href="/tags/hang""#));
-    assert!(b.contains(r#"href="/entries/nccl-invalid-usage""#), "related link");
+    assert!(
+        b.contains(r#"href="/entries/nccl-invalid-usage""#),
+        "related link"
+    );
 }
 
 #[tokio::test]
 async fn entry_page_lists_sources_with_links() {
     let page = get("/entries/nccl-invalid-usage").await;
-    assert!(page.body.contains(r#"<a href="https://pytorch.org/docs/stable/notes/ddp.html""#));
+    assert!(
+        page.body
+            .contains(r#"<a href="https://pytorch.org/docs/stable/notes/ddp.html""#)
+    );
     let seeded = get("/entries/view-inplace").await;
     assert!(seeded.body.contains("seed: 002_47d489b6f6a8c547.txt"));
 }
@@ -120,5 +150,8 @@ async fn static_css_is_served_with_its_type() {
     assert_eq!(css.status, StatusCode::OK);
     assert!(css.content_type().starts_with("text/css"));
     assert_eq!(get("/static/nope.js").await.status, StatusCode::NOT_FOUND);
-    assert_eq!(get("/static/../Cargo.toml").await.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        get("/static/../Cargo.toml").await.status,
+        StatusCode::NOT_FOUND
+    );
 }

@@ -25,7 +25,11 @@ async fn error_strings_with_punctuation_find_their_entry_first() {
         "launcher-wrapper",
     )
     .await;
-    check_first("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB", "cuda-oom").await;
+    check_first(
+        "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "cuda-oom",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -46,8 +50,14 @@ async fn chinese_queries_of_one_and_two_characters_find_entries() {
     assert!(one.contains(&"gpu0-imbalance".to_string()), "卡 -> {one:?}");
     let two = api_slugs("显存").await;
     assert!(two.contains(&"cuda-oom".to_string()), "显存 -> {two:?}");
-    assert!(two.contains(&"gpu0-imbalance".to_string()), "显存 -> {two:?}");
-    assert!(!two.contains(&"view-inplace".to_string()), "显存 -> {two:?}");
+    assert!(
+        two.contains(&"gpu0-imbalance".to_string()),
+        "显存 -> {two:?}"
+    );
+    assert!(
+        !two.contains(&"view-inplace".to_string()),
+        "显存 -> {two:?}"
+    );
     check_first("显存不均衡", "gpu0-imbalance").await;
     check_first("多卡训练卡住", "watchdog-timeout").await;
 }
@@ -87,7 +97,12 @@ async fn tag_filter_keeps_only_tagged_entries() {
     let hits = reply.json()["hits"].as_array().unwrap().clone();
     assert!(!hits.is_empty());
     for hit in &hits {
-        let tags: Vec<&str> = hit["tags"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+        let tags: Vec<&str> = hit["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
         assert!(tags.contains(&"memory"), "{hit}");
     }
     let none = get("/api/v1/search?q=ncclInvalidUsage&tag=memory").await;
@@ -110,11 +125,21 @@ async fn tag_alone_lists_its_entries() {
 #[tokio::test]
 async fn snippets_highlight_the_matched_words() {
     let page = get("/search?q=map_location").await;
-    assert!(page.body.contains("<mark>map_location</mark>"), "{}", page.body);
+    assert!(
+        page.body.contains("<mark>map_location</mark>"),
+        "{}",
+        page.body
+    );
     let reply = get("/api/v1/search?q=nvidia-smi").await;
-    let snippet = reply.json()["hits"][0]["snippet"].as_str().unwrap().to_string();
+    let snippet = reply.json()["hits"][0]["snippet"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(snippet.contains("nvidia-smi"), "{snippet}");
-    assert!(!snippet.contains("<mark>"), "API snippet is plain text: {snippet}");
+    assert!(
+        !snippet.contains("<mark>"),
+        "API snippet is plain text: {snippet}"
+    );
 }
 
 #[tokio::test]

@@ -107,13 +107,14 @@ pub(super) struct Parsed {
 pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
     let split = front_matter::split(text).map_err(|msg| vec![Problem::new(path, Some(1), msg)])?;
     let fm: FrontMatter = serde_saphyr::from_str(split.yaml).map_err(|err| {
+        let options = serde_saphyr::render_options! { snippets: serde_saphyr::SnippetMode::Off };
+        let message = strip_location_suffix(&err.render_with_options(options));
+        // A missing field is noticed at the end of the mapping; the start is more useful.
         let line = err
             .location()
             .map(|loc| loc.line() as usize)
-            .filter(|&l| l > 0)
+            .filter(|&l| l > 0 && !message.starts_with("missing field"))
             .map(|l| l + split.yaml_line - 1);
-        let options = serde_saphyr::render_options! { snippets: serde_saphyr::SnippetMode::Off };
-        let message = strip_location_suffix(&err.render_with_options(options));
         vec![Problem::new(
             path,
             line.or(Some(split.yaml_line)),
@@ -225,8 +226,11 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
 
     let body = split.body;
     for (line, message) in markdown::check_sections(body) {
-        v.problems
-            .push(Problem::new(path, Some(line + split.body_line - 1), message));
+        v.problems.push(Problem::new(
+            path,
+            Some(line + split.body_line - 1),
+            message,
+        ));
     }
 
     if !v.problems.is_empty() {
@@ -339,7 +343,9 @@ mod tests {
     #[test]
     fn regex_signature_indexes_only_its_words() {
         let sig = Signature {
-            kind: SignatureKind::Regex(Regex::new(r"Duplicate GPU detected : rank \d+ and rank (\d+)").unwrap()),
+            kind: SignatureKind::Regex(
+                Regex::new(r"Duplicate GPU detected : rank \d+ and rank (\d+)").unwrap(),
+            ),
         };
         let text = sig.searchable_text();
         assert!(text.contains("Duplicate GPU detected"));

@@ -60,7 +60,10 @@ pub fn render_markdown(markdown: &str) -> String {
 /// A heading's anchor: lowercase words joined by `-` (`Verify` -> `verify`).
 fn anchor(title: &str) -> String {
     let mut out = String::new();
-    for word in title.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+    for word in title
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
         if !out.is_empty() {
             out.push('-');
         }
@@ -121,7 +124,10 @@ pub(super) fn check_sections(markdown: &str) -> Vec<(usize, String)> {
     let mut problems = Vec::new();
     let mut previous: Option<(usize, &str)> = None;
     for name in REQUIRED_SECTIONS {
-        match headings.iter().find(|(t, _, _)| t.eq_ignore_ascii_case(name)) {
+        match headings
+            .iter()
+            .find(|(t, _, _)| t.eq_ignore_ascii_case(name))
+        {
             None => problems.push((
                 1,
                 format!("body is missing the required section `## {name}`"),
@@ -161,7 +167,11 @@ mod tests {
         let body = "## Cause\n\ntext\n\n## Symptom\n\ntext\n\n## Fix\n\n## Verify\n\nok\n";
         let problems = check_sections(body);
         let messages: Vec<_> = problems.iter().map(|(_, m)| m.as_str()).collect();
-        assert!(messages.iter().any(|m| m.contains("`## Cause` must come after")));
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.contains("`## Cause` must come after"))
+        );
         assert!(problems.contains(&(9, "section `## Fix` is empty".to_string())));
         let missing = check_sections("## Symptom\n\ntext\n");
         assert_eq!(missing.len(), 3);
@@ -169,7 +179,9 @@ mod tests {
 
     #[test]
     fn renders_anchors_and_code_and_drops_script() {
-        let html = render_markdown("## Fix\n\n```bash\nexport NCCL_DEBUG=INFO\n```\n\n<script>alert(1)</script>\n");
+        let html = render_markdown(
+            "## Fix\n\n```bash\nexport NCCL_DEBUG=INFO\n```\n\n<script>alert(1)</script>\n",
+        );
         assert!(html.contains("<h2 id=\"fix\">Fix</h2>"), "{html}");
         assert!(html.contains("<code class=\"language-bash\">"), "{html}");
         assert!(!html.contains("<script"), "{html}");

@@ -86,7 +86,11 @@ impl Kb {
             let text = match std::fs::read_to_string(&path) {
                 Ok(text) => text,
                 Err(err) => {
-                    problems.push(Problem::new(&path, None, format!("cannot read file: {err}")));
+                    problems.push(Problem::new(
+                        &path,
+                        None,
+                        format!("cannot read file: {err}"),
+                    ));
                     continue;
                 }
             };
@@ -96,14 +100,20 @@ impl Kb {
             }
         }
         if entries.is_empty() && problems.is_empty() {
-            problems.push(Problem::new(dir, None, "no entries found (expected *.md files)"));
+            problems.push(Problem::new(
+                dir,
+                None,
+                "no entries found (expected *.md files)",
+            ));
         }
         problems.extend(cross_check(&entries));
         if !problems.is_empty() {
             problems.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
             return Err(LoadError::Invalid { problems });
         }
-        Ok(Kb::from_entries(entries.into_iter().map(|p| p.entry).collect()))
+        Ok(Kb::from_entries(
+            entries.into_iter().map(|p| p.entry).collect(),
+        ))
     }
 
     /// Builds a knowledge base from entries that are already valid.

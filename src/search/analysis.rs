@@ -270,25 +270,46 @@ mod tests {
     use super::*;
 
     fn terms(mut analyzer: TextAnalyzer, text: &str) -> Vec<String> {
-        analyze(&mut analyzer, text).into_iter().map(|(_, t)| t).collect()
+        analyze(&mut analyzer, text)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect()
     }
 
     #[test]
     fn words_keep_error_identifiers_whole_and_segment_chinese() {
-        let t = terms(words_analyzer(), "NCCL error: ncclInvalidUsage 多卡训练显存不均衡");
-        assert!(t.contains(&"ncclinvalidusag".to_string()) || t.contains(&"ncclinvalidusage".to_string()), "{t:?}");
+        let t = terms(
+            words_analyzer(),
+            "NCCL error: ncclInvalidUsage 多卡训练显存不均衡",
+        );
+        assert!(
+            t.contains(&"ncclinvalidusag".to_string())
+                || t.contains(&"ncclinvalidusage".to_string()),
+            "{t:?}"
+        );
         assert!(t.contains(&"显存".to_string()), "{t:?}");
-        assert!(!t.iter().any(|x| x.contains(':') || x.trim().is_empty()), "{t:?}");
+        assert!(
+            !t.iter().any(|x| x.contains(':') || x.trim().is_empty()),
+            "{t:?}"
+        );
     }
 
     #[test]
     fn words_stem_english() {
-        assert_eq!(terms(words_analyzer(), "hangs hanging"), vec!["hang", "hang"]);
+        assert_eq!(
+            terms(words_analyzer(), "hangs hanging"),
+            vec!["hang", "hang"]
+        );
     }
 
     #[test]
     fn ident_splits_camel_case_snake_case_and_acronyms() {
-        let parts = |w| ident_parts(w).into_iter().map(|(_, p)| p).collect::<Vec<_>>();
+        let parts = |w| {
+            ident_parts(w)
+                .into_iter()
+                .map(|(_, p)| p)
+                .collect::<Vec<_>>()
+        };
         assert_eq!(parts("ncclInvalidUsage"), ["nccl", "Invalid", "Usage"]);
         assert_eq!(parts("SliceBackward0"), ["Slice", "Backward0"]);
         assert_eq!(parts("NCCL_P2P_DISABLE"), ["NCCL", "P2P", "DISABLE"]);
@@ -309,7 +330,11 @@ mod tests {
         assert_eq!(gram_query_terms("卡"), vec![vec!["卡".to_string()]]);
         assert_eq!(
             gram_query_terms("显存不均 x"),
-            vec![vec!["显存".to_string(), "存不".to_string(), "不均".to_string()]]
+            vec![vec![
+                "显存".to_string(),
+                "存不".to_string(),
+                "不均".to_string()
+            ]]
         );
     }
 

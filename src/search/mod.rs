@@ -5,14 +5,17 @@
 pub mod analysis;
 mod schema;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use tantivy::collector::TopDocs;
-use tantivy::query::{AllQuery, BooleanQuery, BoostQuery, Occur, PhraseQuery, Query, TermQuery};
-use tantivy::schema::{IndexRecordOption, Value};
+use tantivy::query::Bm25StatisticsProvider;
+use tantivy::query::{
+    AllQuery, BooleanQuery, BoostQuery, DisjunctionMaxQuery, Occur, PhraseQuery, Query, TermQuery,
+};
+use tantivy::schema::{Field, IndexRecordOption, Value};
 use tantivy::snippet::SnippetGenerator;
-use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term};
 
 use crate::kb::{Entry, Kb};
 use schema::{Fields, Part};
@@ -25,6 +28,8 @@ const MAX_QUERY_TERMS: usize = 64;
 /// Longest word sequence tried as an exact phrase.
 const MAX_PHRASE_TERMS: usize = 16;
 const SNIPPET_CHARS: usize = 220;
+/// How much the parts other than the best one add to a term's score.
+const TIE_BREAKER: f32 = 0.1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {
@@ -130,20 +135,17 @@ impl SearchIndex {
         };
 
         let searcher = self.reader.searcher();
-        let top = searcher.search(
+        let stats = GlobalStats {
+            searcher: &searcher,
+            fields: &self.fields,
+        };
+        let top = searcher.search_with_statistics_provider(
             &filtered,
             &TopDocs::with_limit(query.limit).order_by_score(),
+            &stats,
         )?;
 
-        let body = self.fields.part(Part::Body);
-        let generators = [body.words, body.ident, body.gram]
-            .into_iter()
-            .map(|field| {
-                let mut g = SnippetGenerator::create(&searcher, &*filtered, field)?;
-                g.set_max_num_chars(SNIPPET_CHARS);
-                Ok(g)
-            })
-            .collect::<Result<Vec<_>, SearchError>>()?;
+        let generators = self.snippet_generators(&searcher, &*filtered)?;
 
         let mut hits = Vec::with_capacity(top.len());
         for (score, address) in top {
@@ -174,34 +176,88 @@ impl SearchIndex {
             return None;
         }
 
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        let mut add = |query: Box<dyn Query>, boost: f32| {
-            clauses.push((Occur::Should, Box::new(BoostQuery::new(query, boost))));
+        // Each term (or phrase) scores by its best part plus a little for the others, so a
+        // common word repeated in every part cannot outweigh a rare word matched once:
+        // the entry that matches more of the query wins.
+        let parts: Vec<_> = self.fields.parts().collect();
+        let best_part = |make: &dyn Fn(&schema::PartFields) -> Box<dyn Query>, weight: f32| {
+            let disjuncts = parts
+                .iter()
+                .map(|(part, fields)| {
+                    Box::new(BoostQuery::new(make(fields), weight * part.boost())) as Box<dyn Query>
+                })
+                .collect();
+            (
+                Occur::Should,
+                Box::new(DisjunctionMaxQuery::with_tie_breaker(
+                    disjuncts,
+                    TIE_BREAKER,
+                )) as Box<dyn Query>,
+            )
         };
-        for (part, fields) in self.fields.parts() {
-            let boost = part.boost();
-            for term in unique_terms(&words) {
-                add(term_query(fields.words, term), boost);
-            }
-            if (2..=MAX_PHRASE_TERMS).contains(&words.len()) {
-                // The words in order: an error string typed as written ranks its entry first.
-                add(phrase_query(fields.words, &words), 2.0 * boost);
-            }
-            for term in unique_terms(&idents) {
-                add(term_query(fields.ident, term), 0.4 * boost);
-            }
-            for run in &grams {
-                let query = if run.len() == 1 {
-                    term_query(fields.gram, &run[0])
-                } else {
-                    let positioned: Vec<(usize, String)> =
-                        run.iter().cloned().enumerate().collect();
-                    phrase_query(fields.gram, &positioned)
-                };
-                add(query, 0.8 * boost);
+
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for term in unique_terms(&words) {
+            clauses.push(best_part(&|f| term_query(f.words, term), 1.0));
+        }
+        if (2..=MAX_PHRASE_TERMS).contains(&words.len()) {
+            // The words in order: an error string typed as written ranks its entry first.
+            clauses.push(best_part(&|f| phrase_query(f.words, &words), 2.0));
+        }
+        for term in unique_terms(&idents) {
+            clauses.push(best_part(&|f| term_query(f.ident, term), 0.4));
+        }
+        for run in &grams {
+            if run.len() == 1 {
+                clauses.push(best_part(&|f| term_query(f.gram, &run[0]), 0.8));
+            } else {
+                let positioned: Vec<(usize, String)> = run.iter().cloned().enumerate().collect();
+                clauses.push(best_part(&|f| phrase_query(f.gram, &positioned), 0.8));
             }
         }
         Some(Box::new(BooleanQuery::new(clauses)))
+    }
+
+    /// One snippet generator per analyzer, highlighting the query's terms from every
+    /// part (a Chinese term found in a symptom is highlighted wherever it is quoted).
+    fn snippet_generators(
+        &self,
+        searcher: &Searcher,
+        query: &dyn Query,
+    ) -> Result<Vec<SnippetGenerator>, SearchError> {
+        let all = self.fields.all;
+        let mut generators = Vec::with_capacity(3);
+        for (field, analyzer) in [
+            (all.words, analysis::WORDS),
+            (all.ident, analysis::IDENT),
+            (all.gram, analysis::GRAM),
+        ] {
+            let mut texts = BTreeSet::new();
+            query.query_terms(&mut |term, _| {
+                if self.fields.all_for(term.field()) == field
+                    && let Some(text) = term.value().as_str()
+                {
+                    texts.insert(text.to_string());
+                }
+            });
+            let mut terms = BTreeMap::new();
+            for text in texts {
+                let doc_freq = searcher.doc_freq(&Term::from_field_text(field, &text))?;
+                if doc_freq > 0 {
+                    terms.insert(text, 1.0 / (1.0 + doc_freq as f32));
+                }
+            }
+            let Some(tokenizer) = self.index.tokenizers().get(analyzer) else {
+                continue;
+            };
+            generators.push(SnippetGenerator::new(
+                terms,
+                tokenizer,
+                field,
+                SNIPPET_CHARS,
+            ));
+        }
+        Ok(generators)
     }
 
     fn analyze(&self, analyzer: &str, text: &str) -> Vec<(usize, String)> {
@@ -211,6 +267,34 @@ impl SearchIndex {
         let mut terms = analysis::analyze(&mut analyzer, text);
         terms.truncate(MAX_QUERY_TERMS);
         terms
+    }
+}
+
+/// BM25 statistics with one idf per term across all parts of all entries. Per-field idf
+/// would call `torch` rare because it occurs in only one title, letting a common word
+/// outrank the rare one that names the problem; length normalisation stays per field.
+struct GlobalStats<'a> {
+    searcher: &'a Searcher,
+    fields: &'a Fields,
+}
+
+impl Bm25StatisticsProvider for GlobalStats<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        self.searcher.total_num_tokens(field)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Bm25StatisticsProvider::total_num_docs(self.searcher)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        let all = self.fields.all_for(term.field());
+        match term.value().as_str() {
+            Some(text) if all != term.field() => {
+                self.searcher.doc_freq(&Term::from_field_text(all, text))
+            }
+            _ => self.searcher.doc_freq(term),
+        }
     }
 }
 
@@ -235,9 +319,14 @@ fn document(fields: &Fields, entry: &Entry) -> TantivyDocument {
             Part::Examples => entry.examples.clone(),
         };
         for text in &texts {
-            doc.add_text(f.words, text);
-            doc.add_text(f.ident, text);
-            doc.add_text(f.gram, text);
+            for (field, all) in [
+                (f.words, fields.all.words),
+                (f.ident, fields.all.ident),
+                (f.gram, fields.all.gram),
+            ] {
+                doc.add_text(field, text);
+                doc.add_text(all, text);
+            }
         }
     }
     doc
@@ -247,14 +336,14 @@ fn unique_terms(terms: &[(usize, String)]) -> BTreeSet<&str> {
     terms.iter().map(|(_, t)| t.as_str()).collect()
 }
 
-fn term_query(field: tantivy::schema::Field, text: &str) -> Box<dyn Query> {
+fn term_query(field: Field, text: &str) -> Box<dyn Query> {
     Box::new(TermQuery::new(
         Term::from_field_text(field, text),
         IndexRecordOption::WithFreqs,
     ))
 }
 
-fn phrase_query(field: tantivy::schema::Field, terms: &[(usize, String)]) -> Box<dyn Query> {
+fn phrase_query(field: Field, terms: &[(usize, String)]) -> Box<dyn Query> {
     let first = terms.first().map(|(p, _)| *p).unwrap_or(0);
     Box::new(PhraseQuery::new_with_offset(
         terms
@@ -279,7 +368,11 @@ fn snippet(generators: &[SnippetGenerator], entry: &Entry) -> (String, String) {
             let mut snippet = generator.snippet(text);
             if !snippet.highlighted().is_empty() {
                 snippet.set_snippet_prefix_postfix("<mark>", "</mark>");
-                let plain = snippet.fragment().split_whitespace().collect::<Vec<_>>().join(" ");
+                let plain = snippet
+                    .fragment()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 return (plain, snippet.to_html().replace('\n', " "));
             }
         }

@@ -71,6 +71,9 @@ pub struct Fields {
     pub schema: Schema,
     pub slug: Field,
     pub tag: Field,
+    /// Every part's text once more, per analyzer, only to count in how many entries a
+    /// term occurs at all (see `GlobalStats`).
+    pub all: PartFields,
     parts: Vec<(Part, PartFields)>,
 }
 
@@ -85,6 +88,18 @@ impl Fields {
                     .set_tokenizer(tokenizer)
                     .set_index_option(IndexRecordOption::WithFreqsAndPositions),
             )
+        };
+        let counted = |tokenizer: &str| {
+            TextOptions::default().set_indexing_options(
+                TextFieldIndexing::default()
+                    .set_tokenizer(tokenizer)
+                    .set_index_option(IndexRecordOption::Basic),
+            )
+        };
+        let all = PartFields {
+            words: builder.add_text_field("all", counted(analysis::WORDS)),
+            ident: builder.add_text_field("all_ident", counted(analysis::IDENT)),
+            gram: builder.add_text_field("all_gram", counted(analysis::GRAM)),
         };
         let parts = Part::ALL
             .iter()
@@ -102,16 +117,28 @@ impl Fields {
             schema: builder.build(),
             slug,
             tag,
+            all,
             parts,
         }
     }
 
-    pub fn part(&self, part: Part) -> PartFields {
+    /// The catch-all field that counts documents for a part field's terms.
+    pub fn all_for(&self, field: Field) -> Field {
+        let all = self.all;
         self.parts
             .iter()
-            .find(|(p, _)| *p == part)
-            .map(|(_, f)| *f)
-            .expect("every part has fields")
+            .find_map(|(_, f)| {
+                if f.words == field {
+                    Some(all.words)
+                } else if f.ident == field {
+                    Some(all.ident)
+                } else if f.gram == field {
+                    Some(all.gram)
+                } else {
+                    None
+                }
+            })
+            .unwrap_or(field)
     }
 
     pub fn parts(&self) -> impl Iterator<Item = (Part, PartFields)> + '_ {

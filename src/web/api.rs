@@ -153,7 +153,11 @@ pub async fn entry(
         .ok_or_else(|| AppError::NotFound(format!("there is no entry `{slug}`")))?;
     Ok(Json(EntryResponse {
         summary: e.into(),
-        signatures: e.signatures.iter().map(|s| s.as_str().to_string()).collect(),
+        signatures: e
+            .signatures
+            .iter()
+            .map(|s| s.as_str().to_string())
+            .collect(),
         symptoms: e.symptoms.clone(),
         examples: e.examples.clone(),
         related: e.related.clone(),

@@ -12,8 +12,8 @@ use super::error::AppError;
 struct Assets;
 
 pub async fn serve(Path(path): Path<String>) -> Result<Response, AppError> {
-    let file = Assets::get(&path)
-        .ok_or_else(|| AppError::NotFound(format!("no static file `{path}`")))?;
+    let file =
+        Assets::get(&path).ok_or_else(|| AppError::NotFound(format!("no static file `{path}`")))?;
     let mime = file.metadata.mimetype().to_string();
     let mut response = file.data.into_owned().into_response();
     let headers = response.headers_mut();

@@ -1,0 +1,19 @@
+# Build stage: compile the release binary (templates and static assets are compiled in).
+FROM rust:1-slim-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+COPY templates ./templates
+COPY static ./static
+RUN cargo build --release --locked
+
+# Runtime stage: the binary and the knowledge base, nothing else.
+FROM debian:bookworm-slim
+RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin errbook
+WORKDIR /app
+COPY --from=build /src/target/release/errbook /usr/local/bin/errbook
+COPY kb ./kb
+USER errbook
+ENV ERRBOOK_KB=/app/kb
+EXPOSE 8080
+CMD ["errbook", "serve", "--addr", "0.0.0.0:8080"]

@@ -156,6 +156,7 @@ fn serve(dir: &Path, addr: SocketAddr) -> anyhow::Result<ExitCode> {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "errbook=info,tower_http=warn".into()),
         )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let started = Instant::now();
     let Some(kb) = load(dir)? else {

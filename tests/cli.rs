@@ -345,3 +345,52 @@ fn search_command_prints_text_and_json() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["hits"][0]["slug"], "nccl-invalid-usage");
 }
+
+#[test]
+fn check_reports_an_example_its_own_signatures_miss() {
+    let broken = good_with(
+        "symptoms:",
+        "examples:\n  - \"SomeOtherError: boom\"\nsymptoms:",
+    );
+    check_reports(
+        &[("second.md", &broken)],
+        "second.md",
+        11,
+        "example 1 matches none of this entry's signatures",
+    );
+}
+
+#[test]
+fn check_reports_an_example_another_entrys_signature_fires_on() {
+    let broken = good_with("  - \"GoodError\"", "  - \"SecondError\"").replace(
+        "symptoms:",
+        "examples:\n  - \"SecondError after GoodError\"\nsymptoms:",
+    );
+    check_reports(
+        &[("second.md", &broken)],
+        "second.md",
+        11,
+        "also matches signature `GoodError` of entry `good-entry`",
+    );
+}
+
+#[test]
+fn weak_signatures_of_other_entries_may_fire_on_an_example() {
+    let wrapper = good_with(
+        "  - \"GoodError\"",
+        "  - {literal: \"LauncherFailed\", weak: true}",
+    );
+    let root = good_with("  - \"GoodError\"", "  - \"RootError\"")
+        .replace("second", "third")
+        .replace(
+            "symptoms:",
+            "examples:\n  - \"RootError\\nLauncherFailed\"\nsymptoms:",
+        );
+    let kb = kb_with(&[("second.md", &wrapper), ("third.md", &root)]);
+    let out = errbook(&["check", "--kb", kb.path().to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -38,6 +38,10 @@ pub struct Entry {
 #[derive(Debug, Clone)]
 pub struct Signature {
     pub kind: SignatureKind,
+    /// A weak signature also appears around other problems (a launcher's wrapper
+    /// error, a generic NCCL error code): it supports its entry but never rules out
+    /// another one.
+    pub weak: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -50,6 +54,7 @@ impl Signature {
     pub fn literal(text: impl Into<String>) -> Self {
         Signature {
             kind: SignatureKind::Literal(text.into()),
+            weak: false,
         }
     }
 
@@ -101,6 +106,8 @@ pub(super) struct Parsed {
     pub entry: Entry,
     pub slug_line: usize,
     pub related_lines: Vec<usize>,
+    /// The file line on which each example starts, parallel to `entry.examples`.
+    pub example_lines: Vec<usize>,
 }
 
 /// Parses and validates one file. Returns every problem found in it.
@@ -171,10 +178,23 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
     let mut signatures = Vec::new();
     for spec in &fm.signatures {
         match &spec.value {
-            SignatureSpec::Literal(s) if s.trim().is_empty() => {
-                v.report(spec, "empty signature");
+            SignatureSpec::Literal(text) => {
+                if text.trim().is_empty() {
+                    v.report(spec, "empty signature");
+                } else {
+                    signatures.push(Signature::literal(text.clone()));
+                }
             }
-            SignatureSpec::Literal(s) => signatures.push(Signature::literal(s.clone())),
+            SignatureSpec::Fragment(f) => {
+                if f.literal.trim().is_empty() {
+                    v.report(spec, "empty signature");
+                } else {
+                    signatures.push(Signature {
+                        kind: SignatureKind::Literal(f.literal.clone()),
+                        weak: f.weak,
+                    });
+                }
+            }
             SignatureSpec::Pattern(p) => match Regex::new(&p.regex) {
                 Ok(r) if r.is_match("") => v.report(
                     spec,
@@ -182,6 +202,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
                 ),
                 Ok(r) => signatures.push(Signature {
                     kind: SignatureKind::Regex(r),
+                    weak: p.weak,
                 }),
                 Err(err) => v.report(
                     spec,
@@ -204,6 +225,12 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
 
     let symptoms = v.non_empty_list(&fm.symptoms, "symptom");
     let examples = v.non_empty_list(&fm.examples, "example");
+    let example_lines = fm
+        .examples
+        .iter()
+        .filter(|e| !e.value.trim().is_empty())
+        .map(|e| v.line(e))
+        .collect();
     if symptoms.is_empty() {
         v.problems.push(Problem::new(
             path,
@@ -256,6 +283,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
         },
         slug_line,
         related_lines,
+        example_lines,
     })
 }
 
@@ -343,6 +371,7 @@ mod tests {
     #[test]
     fn regex_signature_indexes_only_its_words() {
         let sig = Signature {
+            weak: false,
             kind: SignatureKind::Regex(
                 Regex::new(r"Duplicate GPU detected : rank \d+ and rank (\d+)").unwrap(),
             ),

@@ -25,18 +25,30 @@ pub(super) struct FrontMatter {
     pub sources: Vec<String>,
 }
 
-/// A signature is either a literal fragment or `{regex: '...'}`.
+/// A signature is a literal fragment, `{literal: '...'}` or `{regex: '...'}`; the
+/// mapping forms may add `weak: true`.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub(super) enum SignatureSpec {
     Literal(String),
     Pattern(RegexSpec),
+    Fragment(LiteralSpec),
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RegexSpec {
     pub regex: String,
+    #[serde(default)]
+    pub weak: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LiteralSpec {
+    pub literal: String,
+    #[serde(default)]
+    pub weak: bool,
 }
 
 /// A file cut in two: the YAML between the `---` fences and the Markdown after them.

@@ -193,7 +193,8 @@ fn markdown_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
     Ok(out)
 }
 
-/// Checks that need every entry at once: duplicate slugs and dangling `related` links.
+/// Checks that need every entry at once: duplicate slugs, dangling `related` links, and
+/// examples that must be recognised by their own entry's signatures and by no other's.
 fn cross_check(entries: &[entry::Parsed]) -> Vec<Problem> {
     let mut problems = Vec::new();
     let mut first_seen: HashMap<&str, &entry::Parsed> = HashMap::new();
@@ -220,6 +221,47 @@ fn cross_check(entries: &[entry::Parsed]) -> Vec<Problem> {
                     Some(*line),
                     format!("related slug `{related}` does not exist"),
                 ));
+            }
+        }
+    }
+    problems.extend(check_examples(entries));
+    problems
+}
+
+/// Each example must contain one of its own entry's signatures, and no strong signature
+/// of another entry may fire on it: otherwise the example documents an ambiguity.
+fn check_examples(entries: &[entry::Parsed]) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for parsed in entries {
+        let entry = &parsed.entry;
+        for (n, (example, &line)) in entry.examples.iter().zip(&parsed.example_lines).enumerate() {
+            if !entry.signatures.iter().any(|s| s.is_match(example)) {
+                problems.push(Problem::new(
+                    &entry.path,
+                    Some(line),
+                    format!("example {} matches none of this entry's signatures", n + 1),
+                ));
+            }
+            for other in entries.iter().map(|p| &p.entry) {
+                if other.slug == entry.slug {
+                    continue;
+                }
+                if let Some(sig) = other
+                    .signatures
+                    .iter()
+                    .find(|s| !s.weak && s.is_match(example))
+                {
+                    problems.push(Problem::new(
+                        &entry.path,
+                        Some(line),
+                        format!(
+                            "example {} also matches signature `{}` of entry `{}`",
+                            n + 1,
+                            sig.as_str(),
+                            other.slug
+                        ),
+                    ));
+                }
             }
         }
     }

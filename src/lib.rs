@@ -2,6 +2,7 @@
 //!
 //! Dependencies point one way: `web` -> `search` -> `kb`. Only `web` knows HTTP.
 
+pub mod diagnose;
 pub mod kb;
 pub mod search;
 pub mod web;

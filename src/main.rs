@@ -8,8 +8,11 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use errbook::diagnose::{Diagnoser, Paste, Verdict};
 use errbook::kb::{Kb, LoadError};
 use errbook::search::{SearchIndex, SearchQuery};
+
+mod eval;
 use errbook::{AppState, app};
 
 #[derive(Parser)]
@@ -45,6 +48,30 @@ enum Command {
         #[command(flatten)]
         kb: KbArg,
     },
+    /// Diagnose a traceback or log: `torchrun train.py 2>&1 | errbook diagnose -`.
+    Diagnose {
+        /// Log file to read, or `-` for standard input.
+        #[arg(default_value = "-")]
+        file: PathBuf,
+        #[command(flatten)]
+        kb: KbArg,
+        /// Number of matches.
+        #[arg(long, default_value_t = 3)]
+        limit: usize,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Score diagnosis against labelled pastes: DIR/manifest.tsv (file, expected, kind, source).
+    Eval {
+        /// Folder with manifest.tsv and the paste files.
+        dir: PathBuf,
+        #[command(flatten)]
+        kb: KbArg,
+        /// Print one line per case.
+        #[arg(long)]
+        verbose: bool,
+    },
     /// Full-text search from the terminal.
     Search {
         /// Words, an error message, or Chinese text.
@@ -68,6 +95,13 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve { kb, addr } => serve(&kb.kb, addr),
         Command::Check { kb } => check(&kb.kb),
+        Command::Diagnose {
+            file,
+            kb,
+            limit,
+            json,
+        } => diagnose(&kb.kb, &file, limit, json),
+        Command::Eval { dir, kb, verbose } => eval::run(&kb.kb, &dir, verbose),
         Command::Search {
             query,
             kb,
@@ -148,6 +182,82 @@ fn search(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn diagnose(dir: &Path, file: &Path, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
+    let Some(kb) = load(dir)? else {
+        return Ok(ExitCode::FAILURE);
+    };
+    let paste = if file == Path::new("-") {
+        Paste::from_reader(std::io::stdin().lock()).context("reading standard input")?
+    } else {
+        let f =
+            std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+        Paste::from_reader(std::io::BufReader::new(f))
+            .with_context(|| format!("cannot read {}", file.display()))?
+    };
+    if paste.is_empty() {
+        anyhow::bail!("the paste is empty: nothing to diagnose");
+    }
+    let diagnoser = Diagnoser::new(Arc::new(SearchIndex::build(Arc::new(kb))?));
+    let d = diagnoser.diagnose(&paste, limit.clamp(1, 20))?;
+    let kb = diagnoser.index().kb();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&d)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(root) = d.parsed.root_exception() {
+        println!(
+            "root cause: {}: {} (line {})",
+            root.kind,
+            clip(&root.message, 160),
+            root.line
+        );
+    }
+    if let Some(first) = &d.parsed.first_failure
+        && let Some(rank) = first.rank
+    {
+        println!("first failing rank: {rank}");
+    }
+    match d.verdict {
+        Verdict::NoMatch => {
+            println!("no known problem matches this paste.");
+            for hit in &d.closest {
+                if let Some(e) = kb.get(&hit.slug) {
+                    println!("  closest by text: {} [{}]", e.title, e.slug);
+                }
+            }
+        }
+        Verdict::Matched => {
+            for (i, m) in d.matches.iter().enumerate() {
+                let Some(e) = kb.get(&m.slug) else { continue };
+                println!(
+                    "\n{}. {} [{}] — {} confidence",
+                    i + 1,
+                    e.title,
+                    e.slug,
+                    m.confidence.as_str()
+                );
+                if i == 0 {
+                    println!("   {}", e.summary);
+                }
+                for ev in &m.evidence {
+                    let why = ev.signature.clone().unwrap_or_else(|| ev.terms.join(", "));
+                    println!("   line {:>5}: {}", ev.line, clip(&ev.text, 120));
+                    println!("               matched {why}");
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        format!("{}…", text.chars().take(max).collect::<String>())
+    }
 }
 
 fn serve(dir: &Path, addr: SocketAddr) -> anyhow::Result<ExitCode> {

@@ -4,6 +4,7 @@
 mod entry;
 mod front_matter;
 mod markdown;
+mod signatures;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 pub use entry::{Entry, Signature, SignatureKind};
 pub use markdown::render_markdown;
+pub use signatures::{SignatureMatch, SignatureSet};
 
 /// One thing wrong with the knowledge base, located in a file (and a line when known).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,38 +232,39 @@ fn cross_check(entries: &[entry::Parsed]) -> Vec<Problem> {
 
 /// Each example must contain one of its own entry's signatures, and no strong signature
 /// of another entry may fire on it: otherwise the example documents an ambiguity.
-fn check_examples(entries: &[entry::Parsed]) -> Vec<Problem> {
+fn check_examples(parsed: &[entry::Parsed]) -> Vec<Problem> {
+    let entries: Vec<Entry> = parsed.iter().map(|p| p.entry.clone()).collect();
+    let set = SignatureSet::new(&entries);
     let mut problems = Vec::new();
-    for parsed in entries {
-        let entry = &parsed.entry;
-        for (n, (example, &line)) in entry.examples.iter().zip(&parsed.example_lines).enumerate() {
-            if !entry.signatures.iter().any(|s| s.is_match(example)) {
+    for (e, p) in parsed.iter().enumerate() {
+        let entry = &p.entry;
+        for (n, (example, &line)) in entry.examples.iter().zip(&p.example_lines).enumerate() {
+            let matches = set.matches(example);
+            if !matches.iter().any(|m| m.entry == e) {
                 problems.push(Problem::new(
                     &entry.path,
                     Some(line),
                     format!("example {} matches none of this entry's signatures", n + 1),
                 ));
             }
-            for other in entries.iter().map(|p| &p.entry) {
-                if other.slug == entry.slug {
+            let mut reported = Vec::new();
+            for m in matches.iter().filter(|m| m.entry != e) {
+                let other = &entries[m.entry];
+                let sig = &other.signatures[m.signature];
+                if sig.weak || reported.contains(&m.entry) {
                     continue;
                 }
-                if let Some(sig) = other
-                    .signatures
-                    .iter()
-                    .find(|s| !s.weak && s.is_match(example))
-                {
-                    problems.push(Problem::new(
-                        &entry.path,
-                        Some(line),
-                        format!(
-                            "example {} also matches signature `{}` of entry `{}`",
-                            n + 1,
-                            sig.as_str(),
-                            other.slug
-                        ),
-                    ));
-                }
+                reported.push(m.entry);
+                problems.push(Problem::new(
+                    &entry.path,
+                    Some(line),
+                    format!(
+                        "example {} also matches signature `{}` of entry `{}`",
+                        n + 1,
+                        sig.as_str(),
+                        other.slug
+                    ),
+                ));
             }
         }
     }

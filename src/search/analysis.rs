@@ -10,7 +10,8 @@ use std::sync::LazyLock;
 
 use jieba_rs::Jieba;
 use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, Stemmer, TextAnalyzer, Token, TokenStream, Tokenizer,
+    Language, LowerCaser, RemoveLongFilter, Stemmer, StopWordFilter, TextAnalyzer, Token,
+    TokenStream, Tokenizer,
 };
 
 pub const WORDS: &str = "errbook_words";
@@ -25,10 +26,33 @@ pub fn warm_up() {
     LazyLock::force(&JIEBA);
 }
 
+/// Words that carry no meaning for matching a problem: English function words, the
+/// chatter of a question ("hi, I tried ..., thanks"), and Chinese particles.
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "anyone",
+    "are", "as", "at", "be", "because", "been", "before", "being", "both", "bro", "but", "by",
+    "can", "could", "did", "do", "does", "doing", "dont", "each", "even", "every", "few", "for",
+    "from", "further", "get", "gets", "getting", "got", "guys", "had", "has", "have", "having",
+    "he", "hello", "help", "her", "here", "hi", "his", "how", "however", "i", "if", "im", "in",
+    "into", "is", "it", "its", "just", "know", "let", "like", "me", "more", "most", "my", "myself",
+    "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "out",
+    "over", "own", "please", "really", "same", "seems", "she", "should", "so", "some", "someone",
+    "still", "such", "than", "thank", "thanks", "that", "the", "their", "them", "then", "there",
+    "these", "they", "this", "those", "though", "through", "to", "too", "tried", "try", "trying",
+    "under", "until", "up", "us", "very", "want", "was", "we", "were", "what", "whats", "when",
+    "where", "which", "while", "who", "why", "will", "with", "would", "yet", "you", "your", "的",
+    "了", "是", "我", "我们", "你", "您", "他", "吗", "呢", "吧", "啊", "在", "和", "也", "就",
+    "都", "这", "那", "这个", "那个", "一个", "请问", "谢谢", "大家", "一下", "您好", "你好",
+    "大佬",
+];
+
 pub fn words_analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(WordsTokenizer)
         .filter(RemoveLongFilter::limit(64))
         .filter(LowerCaser)
+        .filter(StopWordFilter::remove(
+            STOP_WORDS.iter().map(|w| w.to_string()),
+        ))
         .filter(Stemmer::new(Language::English))
         .build()
 }

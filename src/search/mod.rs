@@ -5,7 +5,7 @@
 pub mod analysis;
 mod schema;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use tantivy::collector::TopDocs;
@@ -15,16 +15,18 @@ use tantivy::query::{
 };
 use tantivy::schema::{Field, IndexRecordOption, Value};
 use tantivy::snippet::SnippetGenerator;
-use tantivy::{Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term};
+use tantivy::{
+    DocAddress, DocSet, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term,
+};
 
 use crate::kb::{Entry, Kb};
 use schema::{Fields, Part};
 
 /// Largest number of hits one query may ask for.
 pub const MAX_LIMIT: usize = 100;
-/// Only the first this-many words of a query are used: enough for any error message,
-/// and it bounds the cost of a query built from a pasted log.
-const MAX_QUERY_TERMS: usize = 64;
+/// Only the first this-many words of a query are used: enough for a question or the
+/// error messages of a log, and it bounds the cost of a query built from a paste.
+const MAX_QUERY_TERMS: usize = 160;
 /// Longest word sequence tried as an exact phrase.
 const MAX_PHRASE_TERMS: usize = 16;
 const SNIPPET_CHARS: usize = 220;
@@ -35,6 +37,8 @@ const TIE_BREAKER: f32 = 0.1;
 pub enum SearchError {
     #[error("search index error: {0}")]
     Index(#[from] tantivy::TantivyError),
+    #[error("search index read error: {0}")]
+    Io(#[from] std::io::Error),
 }
 
 /// A validated search request.
@@ -59,7 +63,7 @@ impl SearchQuery {
 }
 
 /// One search result: which entry, how well it matched, and a highlighted excerpt.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Hit {
     pub slug: String,
     pub score: f32,
@@ -75,6 +79,19 @@ pub struct SearchIndex {
     index: Index,
     reader: IndexReader,
     fields: Fields,
+    /// Where each entry's document is; the index never changes after it is built.
+    addresses: HashMap<String, DocAddress>,
+}
+
+/// How much of a text's vocabulary one entry shares (see `SearchIndex::term_match`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TermMatch {
+    /// Idf-weighted share of the text's distinct terms that occur in the entry, 0..=1.
+    pub coverage: f32,
+    /// The terms found in the entry, rarest first (analysed form: lowercased, stemmed).
+    pub matched: Vec<String>,
+    /// Distinct terms in the text.
+    pub terms: usize,
 }
 
 impl std::fmt::Debug for SearchIndex {
@@ -101,15 +118,27 @@ impl SearchIndex {
             writer.add_document(document(&fields, entry))?;
         }
         writer.commit()?;
-        let reader = index
+        let reader: IndexReader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
+        let mut addresses = HashMap::with_capacity(kb.len());
+        let searcher = reader.searcher();
+        for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
+            for doc_id in segment.doc_ids_alive() {
+                let address = DocAddress::new(segment_ord as u32, doc_id);
+                let doc: TantivyDocument = searcher.doc(address)?;
+                if let Some(slug) = doc.get_first(fields.slug).and_then(|v| v.as_str()) {
+                    addresses.insert(slug.to_string(), address);
+                }
+            }
+        }
         Ok(SearchIndex {
             kb,
             index,
             reader,
             fields,
+            addresses,
         })
     }
 
@@ -165,6 +194,63 @@ impl SearchIndex {
             });
         }
         Ok(hits)
+    }
+
+    /// How much of `text`'s vocabulary the entry `slug` shares: each distinct term of the
+    /// text weighs its idf across the knowledge base (a term no entry uses weighs as
+    /// much as the rarest), so sharing only common words scores low.
+    pub fn term_match(&self, text: &str, slug: &str) -> Result<TermMatch, SearchError> {
+        let Some(&address) = self.addresses.get(slug) else {
+            return Ok(TermMatch::default());
+        };
+        let mut terms: Vec<String> = self
+            .analyze(analysis::WORDS, text)
+            .into_iter()
+            .map(|(_, t)| t)
+            .filter(|t| t.chars().count() > 1 || t.chars().any(analysis::is_cjk))
+            .collect();
+        terms.sort();
+        terms.dedup();
+        let searcher = self.reader.searcher();
+        let n = Bm25StatisticsProvider::total_num_docs(&searcher)? as f32;
+        let idf = |df: f32| (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+        let segment = searcher.segment_reader(address.segment_ord);
+        let inverted = segment.inverted_index(self.fields.all.words)?;
+        let mut total = 0.0;
+        let mut found = 0.0;
+        let mut matched: Vec<(f32, String)> = Vec::new();
+        for term in &terms {
+            let t = Term::from_field_text(self.fields.all.words, term);
+            let df = searcher.doc_freq(&t)? as f32;
+            let weight = idf(df.max(1.0));
+            total += weight;
+            if df == 0.0 {
+                continue;
+            }
+            if let Some(mut postings) = inverted.read_postings(&t, IndexRecordOption::Basic)?
+                && postings.seek(address.doc_id) == address.doc_id
+            {
+                found += weight;
+                matched.push((weight, term.clone()));
+            }
+        }
+        matched.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        Ok(TermMatch {
+            coverage: if total > 0.0 { found / total } else { 0.0 },
+            matched: matched.into_iter().map(|(_, t)| t).collect(),
+            terms: terms.len(),
+        })
+    }
+
+    /// The analysed terms of `text` (lowercased, stemmed words), in order.
+    pub fn words(&self, text: &str) -> Vec<String> {
+        let Some(mut analyzer) = self.index.tokenizers().get(analysis::WORDS) else {
+            return Vec::new();
+        };
+        analysis::analyze(&mut analyzer, text)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect()
     }
 
     /// The scoring query for free text, or `None` when the text has no searchable term.

@@ -1,0 +1,52 @@
+//! Diagnosis: from a pasted traceback or log to the entries that explain it, with the
+//! evidence. Signatures are the strongest evidence, full-text similarity of the
+//! paste's error messages comes next, and frames only break ties.
+
+mod normalize;
+mod parse;
+mod paste;
+mod rank;
+
+use std::sync::Arc;
+
+use crate::kb::SignatureSet;
+use crate::search::{SearchError, SearchIndex};
+
+pub use normalize::{normalize, query_words};
+pub use parse::{Exception, Frame, Parsed, RootCause, parse};
+pub use paste::{Line, Paste};
+pub use rank::{Confidence, Diagnosis, Evidence, EvidenceKind, Match, Verdict};
+
+/// The knowledge base ready for diagnosis: its index plus every signature compiled once.
+pub struct Diagnoser {
+    index: Arc<SearchIndex>,
+    signatures: SignatureSet,
+}
+
+impl std::fmt::Debug for Diagnoser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Diagnoser")
+            .field("index", &self.index)
+            .finish()
+    }
+}
+
+impl Diagnoser {
+    pub fn new(index: Arc<SearchIndex>) -> Diagnoser {
+        let signatures = SignatureSet::new(index.kb().entries());
+        Diagnoser { index, signatures }
+    }
+
+    pub fn index(&self) -> &SearchIndex {
+        &self.index
+    }
+
+    /// Diagnoses a paste: up to `limit` ranked matches, or `no_match`.
+    pub fn diagnose(&self, paste: &Paste, limit: usize) -> Result<Diagnosis, SearchError> {
+        rank::diagnose(&self.index, &self.signatures, paste, limit)
+    }
+
+    pub fn diagnose_text(&self, text: &str, limit: usize) -> Result<Diagnosis, SearchError> {
+        self.diagnose(&Paste::from_text(text), limit)
+    }
+}

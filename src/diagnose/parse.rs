@@ -1,0 +1,411 @@
+//! What a paste says: the exceptions in it (type, message, frames), which one is the
+//! root cause rather than a wrapper, the rank torchrun blamed first, error codes and
+//! versions.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::Serialize;
+
+use super::paste::Paste;
+
+/// Exception types that only report that something else failed.
+const WRAPPERS: [&str; 6] = [
+    "ChildFailedError",
+    "ProcessRaisedException",
+    "ProcessExitedException",
+    "CalledProcessError",
+    "WorkerGroupFailureException",
+    "RendezvousGracefulExitError",
+];
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Frame {
+    /// File name without directories (`distributed.py`).
+    pub file: String,
+    pub function: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Exception {
+    /// Type as printed, without its module (`DistBackendError`).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Fully qualified type when printed with its module.
+    pub qualified: String,
+    pub message: String,
+    /// Index into `Paste::lines` of the line that names the exception.
+    #[serde(skip)]
+    pub line_index: usize,
+    /// Paste line number (1-based).
+    pub line: usize,
+    pub rank: Option<u32>,
+    /// Wrapper exceptions report another failure (`ChildFailedError`).
+    pub wrapper: bool,
+    /// Innermost call last, as Python prints them.
+    pub frames: Vec<Frame>,
+}
+
+/// torchrun's "Root Cause (first observed failure)" block.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RootCause {
+    pub rank: Option<u32>,
+    pub local_rank: Option<u32>,
+    pub exitcode: Option<i32>,
+    pub host: Option<String>,
+    /// The block's traceback field when it holds more than the "To enable traceback" hint.
+    pub traceback: Option<String>,
+}
+
+/// Everything understood about a paste.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Parsed {
+    pub exceptions: Vec<Exception>,
+    /// Index into `exceptions` of the root cause.
+    #[serde(skip)]
+    pub root: Option<usize>,
+    pub first_failure: Option<RootCause>,
+    /// Frames of a traceback that was cut before its exception line.
+    pub dangling_frames: Vec<Frame>,
+    /// NCCL and CUDA error codes (`ncclInvalidUsage`, `CUDA error: out of memory`).
+    pub error_codes: Vec<String>,
+    /// Versions mentioned (`NCCL 2.18.1`, `torch 2.1.0`, `CUDA 12.1`, `Python 3.10`).
+    pub versions: Vec<String>,
+}
+
+impl Parsed {
+    pub fn root_exception(&self) -> Option<&Exception> {
+        self.root.map(|i| &self.exceptions[i])
+    }
+}
+
+static EXCEPTION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"^\s*(?P<qual>(?:[A-Za-z_][\w]*\.)*(?P<kind>[A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt|Failure)|KeyboardInterrupt|SystemExit|StopIteration))(?::\s?(?P<msg>.*))?$",
+    )
+    .unwrap()
+});
+static CPP_THROW: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"terminate called after throwing an instance of '(?:[\w:]+::)?(?P<kind>\w+)'")
+        .unwrap()
+});
+static CPP_WHAT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^\s*what\(\):\s*(?P<msg>.*)$").unwrap());
+static FRAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"^\s*File "(?P<path>[^"]+)", line \d+, in (?P<func>[\w<>.]+)"#).unwrap()
+});
+static FIELD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^\s*(?P<key>rank|host|exitcode|traceback)\s*:\s*(?P<value>.*)$").unwrap()
+});
+static CODES: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b(?:nccl[A-Z][A-Za-z]+|cudaError\w+|CUDA error: [a-z][a-z -]+[a-z]|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+)").unwrap()
+});
+static VERSIONS: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
+    [
+        (r"NCCL version (\d+\.\d+\.\d+)", "NCCL"),
+        (
+            r"\btorch(?:==|-| version:? ?| )v?(\d+\.\d+(?:\.\d+)?)",
+            "torch",
+        ),
+        (
+            r"\b(?:PyTorch|pytorch) (?:version:? )?v?(\d+\.\d+(?:\.\d+)?)",
+            "torch",
+        ),
+        (r"\bCUDA (?:[Vv]ersion:? ?)?(\d+\.\d+)\b", "CUDA"),
+        (r"\+cu(\d{3})\b", "CUDA build cu"),
+        (r"python(3\.\d+)", "Python"),
+        (r"\bdeepspeed(?:==| |-)v?(\d+\.\d+\.\d+)", "DeepSpeed"),
+        (r"\baccelerate(?:==| |-)v?(\d+\.\d+\.\d+)", "Accelerate"),
+    ]
+    .into_iter()
+    .map(|(p, name)| (Regex::new(p).unwrap(), name))
+    .collect()
+});
+
+pub fn parse(paste: &Paste) -> Parsed {
+    let mut parsed = Parsed::default();
+    let mut frames: Vec<Frame> = Vec::new();
+    let lines = &paste.lines;
+    let mut i = 0;
+    while i < lines.len() {
+        let line = &lines[i];
+        let text = line.text.as_str();
+        if text.contains("Traceback (most recent call last)") {
+            frames.clear();
+        } else if let Some(caps) = FRAME.captures(text) {
+            let path = &caps["path"];
+            let file = path.rsplit(['/', '\\']).next().unwrap_or(path).to_string();
+            frames.push(Frame {
+                file,
+                function: caps["func"].to_string(),
+            });
+        } else if let Some(caps) = EXCEPTION.captures(text) {
+            let kind = caps["kind"].to_string();
+            if !kind.ends_with("Warning") {
+                let mut message = caps
+                    .name("msg")
+                    .map_or("", |m| m.as_str())
+                    .trim()
+                    .to_string();
+                // A message that continues on the next lines (state_dict key lists,
+                // multi-line NCCL errors) is part of the exception.
+                let mut j = i + 1;
+                while j < lines.len() && j <= i + 3 && is_continuation(&lines[j].text) {
+                    if !message.is_empty() {
+                        message.push(' ');
+                    }
+                    message.push_str(lines[j].text.trim());
+                    j += 1;
+                }
+                push_exception(&mut parsed, &kind, &caps["qual"], message, i, line, &frames);
+                frames.clear();
+            }
+        } else if let Some(caps) = CPP_THROW.captures(text) {
+            let kind = caps["kind"].to_string();
+            let message = lines
+                .get(i + 1)
+                .and_then(|next| CPP_WHAT.captures(&next.text))
+                .map(|c| c["msg"].trim().to_string())
+                .unwrap_or_default();
+            push_exception(&mut parsed, &kind, &kind, message, i, line, &[]);
+        } else if text.contains("Root Cause (first observed failure)") {
+            parsed.first_failure = Some(root_cause_block(&lines[i + 1..]));
+        }
+        for m in CODES.find_iter(text) {
+            push_unique(&mut parsed.error_codes, m.as_str().trim().to_string());
+        }
+        for (re, name) in VERSIONS.iter() {
+            for caps in re.captures_iter(text) {
+                let version = if *name == "CUDA build cu" {
+                    let digits = &caps[1];
+                    format!("CUDA {}.{}", &digits[..2], &digits[2..])
+                } else {
+                    format!("{name} {}", &caps[1])
+                };
+                push_unique(&mut parsed.versions, version);
+            }
+        }
+        i += 1;
+    }
+    parsed.dangling_frames = frames;
+    parsed.root = choose_root(&parsed);
+    parsed
+}
+
+fn push_unique(list: &mut Vec<String>, item: String) {
+    if list.len() < 16 && !list.contains(&item) {
+        list.push(item);
+    }
+}
+
+fn push_exception(
+    parsed: &mut Parsed,
+    kind: &str,
+    qualified: &str,
+    message: String,
+    index: usize,
+    line: &super::paste::Line,
+    frames: &[Frame],
+) {
+    let duplicate = parsed
+        .exceptions
+        .iter()
+        .any(|e| e.kind == kind && e.message == message);
+    if duplicate || parsed.exceptions.len() >= 64 {
+        return;
+    }
+    parsed.exceptions.push(Exception {
+        wrapper: WRAPPERS.contains(&kind),
+        kind: kind.to_string(),
+        qualified: qualified.to_string(),
+        message,
+        line_index: index,
+        line: line.number,
+        rank: line.rank,
+        frames: frames.to_vec(),
+    });
+}
+
+/// Indented or lowercase-led lines right after an exception continue its message.
+fn is_continuation(text: &str) -> bool {
+    let trimmed = text.trim_start();
+    !trimmed.is_empty()
+        && (text.starts_with('\t') || text.starts_with("    "))
+        && !trimmed.starts_with("File \"")
+        && !EXCEPTION.is_match(text)
+}
+
+fn root_cause_block(lines: &[super::paste::Line]) -> RootCause {
+    let mut root = RootCause::default();
+    for line in lines.iter().take(12) {
+        let Some(caps) = FIELD.captures(&line.text) else {
+            if line.text.starts_with("====") {
+                break;
+            }
+            continue;
+        };
+        let value = caps["value"].trim();
+        match &caps["key"] {
+            "rank" => {
+                // "3 (local_rank: 3)"
+                let mut numbers = value
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter(|s| !s.is_empty())
+                    .map(|s| s.parse::<u32>().ok());
+                root.rank = numbers.next().flatten();
+                root.local_rank = numbers.next().flatten();
+            }
+            "exitcode" => {
+                root.exitcode = value.split_whitespace().next().and_then(|s| s.parse().ok());
+            }
+            "host" => root.host = Some(value.to_string()),
+            "traceback" if !value.starts_with("To enable traceback") => {
+                root.traceback = Some(value.to_string());
+            }
+            _ => {}
+        }
+    }
+    root
+}
+
+/// The exception that explains the failure: from the rank torchrun saw fail first when
+/// it says so, otherwise the first non-wrapper exception (in a chain, the original
+/// one comes first: "During handling of the above exception...").
+fn choose_root(parsed: &Parsed) -> Option<usize> {
+    let real = |e: &&Exception| !e.wrapper && e.kind != "KeyboardInterrupt";
+    if let Some(rank) = parsed.first_failure.as_ref().and_then(|r| r.rank)
+        && let Some(i) = parsed
+            .exceptions
+            .iter()
+            .position(|e| e.rank == Some(rank) && real(&e))
+    {
+        return Some(i);
+    }
+    parsed
+        .exceptions
+        .iter()
+        .position(|e| real(&e))
+        .or(if parsed.exceptions.is_empty() {
+            None
+        } else {
+            Some(0)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> Parsed {
+        parse(&Paste::from_text(text))
+    }
+
+    #[test]
+    fn reads_exception_type_message_and_frames() {
+        let p = parsed(
+            "Traceback (most recent call last):\n  File \"/x/train.py\", line 10, in <module>\n    main()\n  File \"/opt/torch/nn/parallel/distributed.py\", line 655, in __init__\n    x\ntorch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1191, invalid usage",
+        );
+        let e = p.root_exception().unwrap();
+        assert_eq!(e.kind, "DistBackendError");
+        assert_eq!(e.qualified, "torch.distributed.DistBackendError");
+        assert!(e.message.starts_with("NCCL error in"));
+        assert_eq!(e.frames.len(), 2);
+        assert_eq!(
+            e.frames[1],
+            Frame {
+                file: "distributed.py".into(),
+                function: "__init__".into()
+            }
+        );
+        assert_eq!(e.line, 6);
+    }
+
+    #[test]
+    fn root_cause_beats_wrappers() {
+        let p = parsed(
+            "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\ntorch.distributed.elastic.multiprocessing.errors.ChildFailedError: \ntrain.py FAILED",
+        );
+        assert_eq!(p.exceptions.len(), 2);
+        assert!(p.exceptions[1].wrapper);
+        assert_eq!(p.root_exception().unwrap().kind, "RuntimeError");
+    }
+
+    #[test]
+    fn chained_exceptions_keep_the_original_as_root() {
+        let p = parsed(
+            "KeyError: 'LOCAL_RANK'\n\nDuring handling of the above exception, another exception occurred:\n\nValueError: could not start",
+        );
+        assert_eq!(p.root_exception().unwrap().kind, "KeyError");
+    }
+
+    #[test]
+    fn torchrun_root_cause_block_picks_the_rank_that_failed_first() {
+        let text = "\
+[rank1]: ValueError: rank one complained later
+[rank3]: RuntimeError: CUDA error: an illegal memory access was encountered
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-05-19_16:39:58
+  host      : node-7
+  rank      : 3 (local_rank: 3)
+  exitcode  : -6 (pid: 78970)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 78970
+============================================================";
+        let p = parsed(text);
+        let first = p.first_failure.clone().unwrap();
+        assert_eq!(first.rank, Some(3));
+        assert_eq!(first.local_rank, Some(3));
+        assert_eq!(first.exitcode, Some(-6));
+        assert_eq!(
+            first.traceback.as_deref(),
+            Some("Signal 6 (SIGABRT) received by PID 78970")
+        );
+        assert_eq!(p.root_exception().unwrap().rank, Some(3));
+        assert!(
+            p.error_codes
+                .contains(&"CUDA error: an illegal memory access was encountered".to_string())
+        );
+    }
+
+    #[test]
+    fn process_raised_exception_is_a_wrapper() {
+        let p = parsed(
+            "torch.multiprocessing.spawn.ProcessRaisedException: \n\n-- Process 0 terminated with the following error:\nTraceback (most recent call last):\nTypeError: main() takes 1 positional argument but 2 were given",
+        );
+        assert_eq!(p.root_exception().unwrap().kind, "TypeError");
+    }
+
+    #[test]
+    fn cpp_exceptions_are_read() {
+        let p = parsed(
+            "terminate called after throwing an instance of 'c10::DistBackendError'\n  what():  [PG 0 Rank 1] Watchdog caught collective operation timeout",
+        );
+        let e = p.root_exception().unwrap();
+        assert_eq!(e.kind, "DistBackendError");
+        assert!(e.message.contains("Watchdog caught"));
+    }
+
+    #[test]
+    fn finds_codes_and_versions() {
+        let p = parsed(
+            "ncclInvalidUsage: This usually reflects invalid usage, NCCL version 2.18.1\n/opt/conda/lib/python3.10/site-packages/torch\ntorch 2.1.0+cu121",
+        );
+        assert_eq!(p.error_codes, ["ncclInvalidUsage"]);
+        for v in ["NCCL 2.18.1", "Python 3.10", "torch 2.1.0", "CUDA 12.1"] {
+            assert!(
+                p.versions.contains(&v.to_string()),
+                "{v} in {:?}",
+                p.versions
+            );
+        }
+    }
+
+    #[test]
+    fn warnings_are_not_exceptions() {
+        let p = parsed("UserWarning: something deprecated\nRuntimeError: real");
+        assert_eq!(p.exceptions.len(), 1);
+    }
+}

@@ -1,0 +1,369 @@
+//! From raw pasted text to clean lines: ANSI colours, timestamps, rank and launcher
+//! prefixes and glog headers stripped; lines a terminal wrapped joined again; repeated
+//! lines (the same traceback from every rank) kept once. Bounded in memory, linear in size.
+
+use std::collections::HashSet;
+use std::io::BufRead;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::normalize::normalize;
+
+/// Most lines kept from one paste; past this only error-looking lines are kept.
+const MAX_LINES: usize = 20_000;
+/// Hard cap, error-looking lines included.
+const MAX_ERROR_LINES: usize = 20_000;
+/// Longest line kept, in bytes; the rest of a longer line is cut.
+const MAX_LINE_BYTES: usize = 8 * 1024;
+
+/// One cleaned line of the paste.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// 1-based line number in the text as pasted (the first line of a joined line).
+    pub number: usize,
+    /// The rank the line came from, when a `[rank3]:`-style prefix said so.
+    pub rank: Option<u32>,
+    /// The line without prefixes and colours.
+    pub text: String,
+    /// Length of the last raw line in characters, used to find terminal wrapping.
+    raw_chars: usize,
+    /// Number of the last raw line glued into this one.
+    last: usize,
+}
+
+/// A paste, cleaned: the validated input to diagnosis.
+#[derive(Debug, Clone, Default)]
+pub struct Paste {
+    /// Distinct cleaned lines in paste order.
+    pub lines: Vec<Line>,
+    /// Lines in the text as pasted.
+    pub total_lines: usize,
+    /// Lines dropped because they repeated an earlier one (after normalisation).
+    pub duplicate_lines: usize,
+    /// True when the paste was too large and ordinary lines were dropped.
+    pub truncated: bool,
+}
+
+impl Paste {
+    pub fn from_text(text: &str) -> Paste {
+        let mut builder = Builder::default();
+        for line in text.lines() {
+            builder.push(line);
+        }
+        builder.finish()
+    }
+
+    /// Reads a log line by line, so a 100 MB file never sits in memory whole. Invalid
+    /// UTF-8 is decoded lossily.
+    pub fn from_reader(mut reader: impl BufRead) -> std::io::Result<Paste> {
+        let mut builder = Builder::default();
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            if reader.read_until(b'\n', &mut buf)? == 0 {
+                break;
+            }
+            if buf.len() > MAX_LINE_BYTES * 4 {
+                buf.truncate(MAX_LINE_BYTES * 4);
+            }
+            let line = String::from_utf8_lossy(&buf);
+            builder.push(line.trim_end_matches(['\n', '\r']));
+        }
+        Ok(builder.finish())
+    }
+
+    /// The cleaned lines joined by newlines, with the byte offset where each starts.
+    pub fn joined(&self) -> (String, Vec<usize>) {
+        let mut text = String::with_capacity(self.lines.iter().map(|l| l.text.len() + 1).sum());
+        let mut starts = Vec::with_capacity(self.lines.len());
+        for line in &self.lines {
+            starts.push(text.len());
+            text.push_str(&line.text);
+            text.push('\n');
+        }
+        (text, starts)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lines.iter().all(|l| l.text.trim().is_empty())
+    }
+}
+
+#[derive(Default)]
+struct Builder {
+    lines: Vec<Line>,
+    seen: HashSet<String>,
+    total: usize,
+    duplicates: usize,
+    truncated: bool,
+}
+
+impl Builder {
+    fn push(&mut self, raw: &str) {
+        self.total += 1;
+        let number = self.total;
+        let raw = cut(raw, MAX_LINE_BYTES);
+        let raw_chars = raw.chars().count();
+        let (rank, text) = clean(raw);
+        if text.trim().is_empty() {
+            return;
+        }
+        // Wrapped continuation: glue to the previous line before deduplicating.
+        if let Some(prev) = self.lines.last_mut()
+            && prev.last + 1 == number
+            && is_wrapped(prev, &text)
+        {
+            prev.text.push_str(&text);
+            prev.raw_chars = raw_chars;
+            prev.last = number;
+            return;
+        }
+        let key = normalize(&text);
+        if !self.seen.insert(key) {
+            self.duplicates += 1;
+            return;
+        }
+        if self.lines.len() >= MAX_LINES {
+            self.truncated = true;
+            if !looks_like_error(&text) || self.lines.len() >= MAX_LINES + MAX_ERROR_LINES {
+                return;
+            }
+        }
+        self.lines.push(Line {
+            number,
+            rank,
+            text,
+            raw_chars,
+            last: number,
+        });
+    }
+
+    fn finish(self) -> Paste {
+        Paste {
+            lines: self.lines,
+            total_lines: self.total,
+            duplicate_lines: self.duplicates,
+            truncated: self.truncated,
+        }
+    }
+}
+
+fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+static ANSI: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)").unwrap()
+});
+
+/// Prefixes stripped from the start of a line, repeatedly: (pattern, carries a rank).
+static PREFIXES: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+    [
+        // [rank3]:  [Rank 3]:  [default3]:  (torchrun --tee / --log-line-prefix-template)
+        r"^\[(?:[Rr]ank\s*|default)(\d+)\]:\s?",
+        // mpirun --tag-output: [1,0]<stderr>:
+        r"^\[\d+,(\d+)\]<std(?:out|err)>:\s?",
+        // Ray workers: (pid=1234) or (RayTrainWorker pid=1234, ip=10.0.0.1)
+        r"^\((?:[\w:]+\s+)?pid=\d+(?:,\s*ip=[\d.]+)?\)\s?",
+        // Markdown quotes in issue text.
+        r"^>\s?",
+        // ISO-ish timestamps, bracketed or not: 2024-11-04 09:31:55,123 / [2024-11-04T09:31:55Z]
+        r"^\[?\d{4}-\d{2}-\d{2}[ T_]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?(?:\s*[-|]\s*|\s+)",
+        // glog: E1104 09:42:17.318204512 139872 ProcessGroupNCCL.cpp:607]  (bracketed or not)
+        r"^\[?[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+(?:\d+\s+)?[\w./-]+:\d+\]\s?",
+        // NCCL log lines: host:pid:tid [0] NCCL INFO ...
+        r"^[\w.-]+:\d+:\d+ \[\d+\] ",
+        // Python logging: INFO:root: / WARNING:torch.distributed.run:
+        r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:",
+    ]
+    .iter()
+    .map(|p| Regex::new(p).unwrap())
+    .collect()
+});
+
+/// Strips colours and prefixes; returns the rank a prefix named, if any.
+pub fn clean(raw: &str) -> (Option<u32>, String) {
+    let mut text: String = if raw.contains('\x1b') {
+        ANSI.replace_all(raw, "").into_owned()
+    } else {
+        raw.to_string()
+    };
+    text.retain(|c| c != '\r' && c != '\0');
+    let mut rank = None;
+    for _ in 0..6 {
+        let mut stripped = false;
+        for (i, re) in PREFIXES.iter().enumerate() {
+            if let Some(caps) = re.captures(&text) {
+                let whole = caps.get(0).map_or(0, |m| m.end());
+                if whole == 0 {
+                    continue;
+                }
+                if i <= 1 {
+                    rank = caps.get(1).and_then(|m| m.as_str().parse().ok()).or(rank);
+                }
+                text.drain(..whole);
+                stripped = true;
+            }
+        }
+        if !stripped {
+            break;
+        }
+    }
+    (rank, text.trim_end().to_string())
+}
+
+/// Lines that start a new record never continue a wrapped one.
+static RECORD_START: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r#"^(?:\s*File "|Traceback |\s*[A-Za-z_][\w.]*(?:Error|Exception|Warning)\b|\[|\d{4}-\d{2}-\d{2}|[IWEF]\d{4} |=+$|-+$|\s*\w+\s*:\s)"#,
+    )
+    .unwrap()
+});
+
+/// Whether `next` is the rest of `prev`, cut by a terminal at a fixed width.
+fn is_wrapped(prev: &Line, next: &str) -> bool {
+    if prev.raw_chars < 80 || RECORD_START.is_match(next) {
+        return false;
+    }
+    let last = prev.text.chars().last().unwrap_or(' ');
+    let mut rest = next.chars();
+    let first = rest.next().unwrap_or(' ');
+    let second = rest.next().unwrap_or(' ');
+    // Cut in the middle of a word ("Please ma" + "ke sure"), or before a word at a space
+    // (" of parameters"): never a fresh sentence with a capital letter.
+    let mid_word = last.is_alphanumeric() && first.is_lowercase();
+    let at_space = first == ' ' && second.is_lowercase() && last.is_alphanumeric();
+    mid_word || at_space
+}
+
+/// Lines worth keeping from a huge log even past the line budget.
+pub fn looks_like_error(text: &str) -> bool {
+    static ERRORISH: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)error|exception|traceback|failed|fatal|assert|killed|signal|timeout|timed out|warn|abort|denied|refused|nccl|cuda|报错|错误|失败")
+            .unwrap()
+    });
+    ERRORISH.is_match(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_clean(raw: &str, rank: Option<u32>, text: &str) {
+        assert_eq!(clean(raw), (rank, text.to_string()), "cleaning {raw:?}");
+    }
+
+    #[test]
+    fn strips_rank_launcher_and_log_prefixes() {
+        check_clean("[rank3]: RuntimeError: boom", Some(3), "RuntimeError: boom");
+        check_clean(
+            "[default1]:  File \"train.py\", line 3",
+            Some(1),
+            " File \"train.py\", line 3",
+        );
+        check_clean(
+            "[1,2]<stderr>:Traceback (most recent call last):",
+            Some(2),
+            "Traceback (most recent call last):",
+        );
+        check_clean("(pid=4242) ValueError: x", None, "ValueError: x");
+        check_clean("> RuntimeError: quoted", None, "RuntimeError: quoted");
+        check_clean(
+            "2024-11-04 09:31:55,123 - ERROR - step failed",
+            None,
+            "ERROR - step failed",
+        );
+        check_clean("[2024-11-04 09:31:55] epoch 3", None, "epoch 3");
+        check_clean(
+            "[rank0]:[E1104 09:42:17.318204512 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout",
+            Some(0),
+            "[Rank 0] Watchdog caught collective operation timeout",
+        );
+        check_clean(
+            "E1104 09:42:17.318204 139872 ProcessGroupNCCL.cpp:607] Watchdog",
+            None,
+            "Watchdog",
+        );
+        check_clean(
+            "gpu-node07:21836:21836 [0] NCCL INFO Bootstrap : Using eth0",
+            None,
+            "NCCL INFO Bootstrap : Using eth0",
+        );
+        check_clean(
+            "WARNING:torch.distributed.run:Setting OMP_NUM_THREADS",
+            None,
+            "Setting OMP_NUM_THREADS",
+        );
+    }
+
+    #[test]
+    fn strips_ansi_colours() {
+        check_clean(
+            "\x1b[31mRuntimeError\x1b[0m: red",
+            None,
+            "RuntimeError: red",
+        );
+    }
+
+    #[test]
+    fn joins_lines_a_terminal_wrapped() {
+        let a = "RuntimeError: Expected to mark a variable ready only once. This error is caused by one of the following reasons: 1) Use of a module parameter. Please ma";
+        let b = "ke sure model parameters are not shared across multiple concurrent forward-backward passes. or try to use the same set";
+        let c = " of parameters been used by different reentrant backward passes.";
+        let paste = Paste::from_text(&format!("{a}\n{b}\n{c}\nnext line"));
+        assert_eq!(paste.lines.len(), 2, "{paste:?}");
+        assert!(
+            paste.lines[0]
+                .text
+                .contains("Please make sure model parameters")
+        );
+        assert!(paste.lines[0].text.contains("same set of parameters"));
+        assert_eq!(paste.lines[1].number, 4);
+    }
+
+    #[test]
+    fn keeps_short_or_new_record_lines_apart() {
+        let paste = Paste::from_text("short line\nnext thing\n");
+        assert_eq!(paste.lines.len(), 2);
+        let long = "x".repeat(120);
+        let paste = Paste::from_text(&format!("{long}\n  File \"a.py\", line 1, in f"));
+        assert_eq!(paste.lines.len(), 2);
+    }
+
+    #[test]
+    fn repeated_lines_from_every_rank_are_kept_once() {
+        let text = "[rank0]: RuntimeError: boom at 0x7f00\n[rank1]: RuntimeError: boom at 0x7f88\n[rank1]: other";
+        let paste = Paste::from_text(text);
+        assert_eq!(paste.lines.len(), 2);
+        assert_eq!(paste.duplicate_lines, 1);
+        assert_eq!(paste.lines[0].rank, Some(0));
+        assert_eq!(paste.lines[1].number, 3);
+    }
+
+    #[test]
+    fn the_same_kernel_assertion_64_times_is_one_line() {
+        let mut text = String::new();
+        for t in 0..64 {
+            text.push_str(&format!(
+                "/pytorch/aten/src/ATen/native/cuda/Loss.cu:240: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
+            ));
+        }
+        assert_eq!(Paste::from_text(&text).lines.len(), 1);
+    }
+
+    #[test]
+    fn reader_decodes_invalid_utf8_lossily() {
+        let bytes: &[u8] = b"RuntimeError: bad \xff byte\nnext\n";
+        let paste = Paste::from_reader(bytes).unwrap();
+        assert_eq!(paste.total_lines, 2);
+        assert!(paste.lines[0].text.starts_with("RuntimeError: bad"));
+    }
+}

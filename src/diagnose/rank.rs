@@ -1,0 +1,374 @@
+//! Ranking: signatures fired (strong ones most, on the root-cause line more), then
+//! full-text similarity of the paste's error messages, then the share of the paste's
+//! vocabulary an entry explains. Decides `no_match` from that evidence.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::normalize::query_words;
+use super::parse::{Parsed, parse};
+use super::paste::{Paste, looks_like_error};
+use crate::kb::SignatureSet;
+use crate::search::{Hit, SearchError, SearchIndex, SearchQuery};
+
+/// Candidates taken from full-text search.
+const TEXT_CANDIDATES: usize = 10;
+/// A paste this short is all message (a question, one traceback): all of it is queried.
+const SHORT_PASTE_LINES: usize = 40;
+/// Most evidence lines shown per match.
+const MAX_EVIDENCE: usize = 6;
+/// Longest evidence line shown, in characters.
+const EVIDENCE_CHARS: usize = 400;
+
+// Weights. A strong signature outweighs any amount of text similarity.
+const STRONG: f32 = 10.0;
+const WEAK: f32 = 3.0;
+const ON_ROOT_CAUSE: f32 = 5.0;
+const TEXT_RANK: f32 = 6.0;
+const COVERAGE: f32 = 4.0;
+/// Without any signature, an entry must explain at least this share of the paste's
+/// vocabulary (idf-weighted) to be offered as the answer.
+const TEXT_ONLY_COVERAGE: f32 = 0.0;
+/// With only weak signatures, this much.
+const WEAK_ONLY_COVERAGE: f32 = 0.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Matched,
+    NoMatch,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    Low,
+    Medium,
+    High,
+}
+
+impl Confidence {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Confidence::High => "high",
+            Confidence::Medium => "medium",
+            Confidence::Low => "low",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvidenceKind {
+    /// A strong signature of the entry fired on this line.
+    Signature,
+    /// A weak signature (a wrapper or generic code) fired on this line.
+    WeakSignature,
+    /// Words of this line occur in the entry.
+    Text,
+}
+
+/// One paste line that led to a match.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Evidence {
+    /// 1-based line number in the paste.
+    pub line: usize,
+    /// The line, cleaned of prefixes.
+    pub text: String,
+    pub kind: EvidenceKind,
+    /// The signature that fired, as the entry writes it.
+    pub signature: Option<String>,
+    /// For text evidence, the shared words (analysed form).
+    pub terms: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Match {
+    pub slug: String,
+    pub score: f32,
+    pub confidence: Confidence,
+    /// Share of the paste's vocabulary the entry explains, 0..=1.
+    pub coverage: f32,
+    pub evidence: Vec<Evidence>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Diagnosis {
+    pub verdict: Verdict,
+    /// Ranked answers; empty when the verdict is `no_match`.
+    pub matches: Vec<Match>,
+    /// With `no_match`: the nearest entries by full text, for the reader to judge.
+    pub closest: Vec<Hit>,
+    pub parsed: Parsed,
+    pub lines: usize,
+    pub distinct_lines: usize,
+    pub truncated: bool,
+}
+
+#[derive(Default)]
+struct Candidate {
+    strong: Vec<(usize, usize)>,
+    weak: Vec<(usize, usize)>,
+    /// (signature index, byte offset) of each distinct signature that fired.
+    on_root: bool,
+    text_rank: f32,
+}
+
+pub(super) fn diagnose(
+    index: &SearchIndex,
+    signatures: &SignatureSet,
+    paste: &Paste,
+    limit: usize,
+) -> Result<Diagnosis, SearchError> {
+    let kb = index.kb();
+    let parsed = parse(paste);
+    let (text, starts) = paste.joined();
+    let line_of = |offset: usize| starts.partition_point(|&s| s <= offset).saturating_sub(1);
+    let root_lines = root_line_range(&parsed);
+
+    let mut candidates: BTreeMap<usize, Candidate> = BTreeMap::new();
+    for m in signatures.matches(&text) {
+        let c = candidates.entry(m.entry).or_default();
+        let line = line_of(m.start);
+        if kb.entries()[m.entry].signatures[m.signature].weak {
+            c.weak.push((m.signature, line));
+        } else {
+            c.strong.push((m.signature, line));
+            if root_lines.contains(&line) {
+                c.on_root = true;
+            }
+        }
+    }
+
+    let query = text_query(paste, &parsed);
+    let hits = index.search(&SearchQuery::new(&query, None, TEXT_CANDIDATES))?;
+    let top_text = hits.first().map_or(0.0, |h| h.score);
+    for hit in &hits {
+        if let Some(i) = kb.entries().iter().position(|e| e.slug == hit.slug) {
+            candidates.entry(i).or_default().text_rank = hit.score / top_text.max(f32::EPSILON);
+        }
+    }
+
+    let mut scored = Vec::with_capacity(candidates.len());
+    for (entry, c) in &candidates {
+        let slug = &kb.entries()[*entry].slug;
+        let term_match = index.term_match(&query, slug)?;
+        let score = STRONG * c.strong.len().min(3) as f32
+            + WEAK * c.weak.len().min(2) as f32
+            + if c.on_root { ON_ROOT_CAUSE } else { 0.0 }
+            + TEXT_RANK * c.text_rank
+            + COVERAGE * term_match.coverage;
+        scored.push((*entry, score, term_match));
+    }
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+
+    let answerable = |entry: usize, coverage: f32| {
+        let c = &candidates[&entry];
+        !c.strong.is_empty()
+            || (!c.weak.is_empty() && coverage >= WEAK_ONLY_COVERAGE)
+            || (c.text_rank >= 1.0 && coverage >= TEXT_ONLY_COVERAGE)
+    };
+    let verdict = match scored.first() {
+        Some((entry, _, tm)) if answerable(*entry, tm.coverage) => Verdict::Matched,
+        _ => Verdict::NoMatch,
+    };
+
+    let mut matches = Vec::new();
+    if verdict == Verdict::Matched {
+        let second = scored
+            .get(1)
+            .map(|s| (s.1, !candidates[&s.0].strong.is_empty()));
+        for (rank, (entry, score, tm)) in scored.iter().take(limit).enumerate() {
+            let c = &candidates[entry];
+            let confidence = if rank == 0 {
+                top_confidence(c, *score, tm.coverage, second)
+            } else if !c.strong.is_empty() {
+                Confidence::Medium
+            } else {
+                Confidence::Low
+            };
+            let evidence = evidence(index, paste, &query, c, &kb.entries()[*entry], &tm.matched);
+            matches.push(Match {
+                slug: kb.entries()[*entry].slug.clone(),
+                score: *score,
+                confidence,
+                coverage: tm.coverage,
+                evidence,
+            });
+        }
+    }
+    let closest = if verdict == Verdict::NoMatch {
+        hits.into_iter().take(limit).collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Diagnosis {
+        verdict,
+        matches,
+        closest,
+        parsed,
+        lines: paste.total_lines,
+        distinct_lines: paste.lines.len(),
+        truncated: paste.truncated,
+    })
+}
+
+fn top_confidence(
+    c: &Candidate,
+    score: f32,
+    coverage: f32,
+    second: Option<(f32, bool)>,
+) -> Confidence {
+    let margin = second.map_or(score, |(s, _)| score - s);
+    let rival_has_signature = second.is_some_and(|(_, strong)| strong);
+    if !c.strong.is_empty() && (!rival_has_signature || margin >= STRONG * 0.8) {
+        Confidence::High
+    } else if !c.strong.is_empty() || coverage >= 0.6 || (!c.weak.is_empty() && coverage >= 0.4) {
+        Confidence::Medium
+    } else {
+        Confidence::Low
+    }
+}
+
+/// Lines (indices into `Paste::lines`) of the root-cause exception and its message.
+fn root_line_range(parsed: &Parsed) -> std::ops::Range<usize> {
+    match parsed.root_exception() {
+        Some(e) => e.line_index..e.line_index + 4,
+        None => 0..0,
+    }
+}
+
+/// The text searched: the root-cause exception first, then the other exceptions, then
+/// the rest of a short paste (a question, prose around a log) or the error-looking
+/// lines of a long one, then a few frame names. Run-specific numbers and paths are
+/// dropped; the search keeps only the first 64 words, so the order is the priority.
+fn text_query(paste: &Paste, parsed: &Parsed) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut used = vec![false; paste.lines.len()];
+    let mut add_exception = |e: &super::parse::Exception, parts: &mut Vec<String>| {
+        parts.push(format!("{} {}", e.kind, e.message));
+        if let Some(u) = used.get_mut(e.line_index) {
+            *u = true;
+        }
+    };
+    if let Some(root) = parsed.root_exception() {
+        add_exception(root, &mut parts);
+    }
+    for (i, e) in parsed.exceptions.iter().enumerate() {
+        if Some(i) != parsed.root && !e.wrapper && parts.len() < 4 {
+            add_exception(e, &mut parts);
+        }
+    }
+    let short = paste.lines.len() <= SHORT_PASTE_LINES;
+    for (i, line) in paste.lines.iter().enumerate() {
+        let t = line.text.trim();
+        if used[i] || t.starts_with("File \"") || t.contains("NCCL INFO") {
+            continue;
+        }
+        if short || looks_like_error(t) {
+            parts.push(t.to_string());
+        }
+        if parts.len() > 60 {
+            break;
+        }
+    }
+    // Frames are the weakest evidence: the innermost few, after everything else. A
+    // traceback cut before its exception line has nothing better.
+    const PLUMBING: [&str; 7] = [
+        "<module>",
+        "main",
+        "forward",
+        "_call_impl",
+        "__call__",
+        "wrapper",
+        "_wrapped_call_impl",
+    ];
+    let frames = match parsed.root_exception() {
+        Some(root) => &root.frames,
+        None => &parsed.dangling_frames,
+    };
+    for frame in frames.iter().rev().take(4) {
+        if !PLUMBING.contains(&frame.function.as_str()) {
+            let module = frame.file.trim_end_matches(".py");
+            parts.push(format!("{module} {}", frame.function).replace('_', " "));
+        }
+    }
+    query_words(&parts.join("\n"))
+}
+
+fn evidence(
+    index: &SearchIndex,
+    paste: &Paste,
+    query: &str,
+    c: &Candidate,
+    entry: &crate::kb::Entry,
+    matched_terms: &[String],
+) -> Vec<Evidence> {
+    let mut out = Vec::new();
+    let mut signature_lines = Vec::new();
+    for (list, kind) in [
+        (&c.strong, EvidenceKind::Signature),
+        (&c.weak, EvidenceKind::WeakSignature),
+    ] {
+        for &(signature, line) in list.iter() {
+            if out.len() >= MAX_EVIDENCE {
+                break;
+            }
+            let Some(l) = paste.lines.get(line) else {
+                continue;
+            };
+            signature_lines.push(line);
+            out.push(Evidence {
+                line: l.number,
+                text: clip(&l.text),
+                kind,
+                signature: Some(entry.signatures[signature].as_str().to_string()),
+                terms: Vec::new(),
+            });
+        }
+    }
+    if out.is_empty() && !matched_terms.is_empty() {
+        // No signature: show the lines that share the most of the entry's rare words.
+        let wanted: Vec<&String> = matched_terms.iter().take(12).collect();
+        let mut scored: Vec<(usize, usize, Vec<String>)> = Vec::new();
+        for (i, line) in paste.lines.iter().enumerate() {
+            if signature_lines.contains(&i) {
+                continue;
+            }
+            let words = index.words(&query_words(&line.text));
+            let shared: Vec<String> = wanted
+                .iter()
+                .filter(|t| words.contains(t))
+                .map(|t| t.to_string())
+                .collect();
+            if !shared.is_empty() {
+                scored.push((shared.len(), i, shared));
+            }
+        }
+        scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (_, i, terms) in scored.into_iter().take(3) {
+            let l = &paste.lines[i];
+            out.push(Evidence {
+                line: l.number,
+                text: clip(&l.text),
+                kind: EvidenceKind::Text,
+                signature: None,
+                terms,
+            });
+        }
+        let _ = query;
+    }
+    out.sort_by_key(|e| e.line);
+    out
+}
+
+fn clip(text: &str) -> String {
+    let text = text.trim();
+    if text.chars().count() <= EVIDENCE_CHARS {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(EVIDENCE_CHARS).collect();
+    out.push('…');
+    out
+}

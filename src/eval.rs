@@ -1,0 +1,184 @@
+//! `errbook eval DIR`: diagnosis scored against labelled pastes, side by side with a
+//! plain full-text baseline (the raw paste as a search query over the same entries).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use errbook::diagnose::{Diagnoser, Verdict};
+use errbook::kb::Kb;
+use errbook::search::{SearchIndex, SearchQuery};
+
+struct Case {
+    file: String,
+    expected: Vec<String>,
+    kind: String,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Score {
+    cases: usize,
+    top1: usize,
+    top3: usize,
+    reciprocal: f64,
+    none_cases: usize,
+    none_rejected: usize,
+}
+
+impl Score {
+    fn add(&mut self, expected: &[String], ranked: &[String], rejected: bool) {
+        if expected.iter().any(|e| e == "none") {
+            self.none_cases += 1;
+            if rejected {
+                self.none_rejected += 1;
+            }
+            return;
+        }
+        self.cases += 1;
+        if let Some(pos) = ranked.iter().position(|s| expected.contains(s)) {
+            if pos == 0 {
+                self.top1 += 1;
+            }
+            if pos < 3 {
+                self.top3 += 1;
+            }
+            self.reciprocal += 1.0 / (pos as f64 + 1.0);
+        }
+    }
+
+    fn row(&self) -> String {
+        let share = |n: usize, d: usize| {
+            if d == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.3}", n as f64 / d as f64)
+            }
+        };
+        format!(
+            "top-1 {}  top-3 {}  MRR {}  none->no_match {} ({} of {})",
+            share(self.top1, self.cases),
+            share(self.top3, self.cases),
+            if self.cases == 0 {
+                "-".into()
+            } else {
+                format!("{:.3}", self.reciprocal / self.cases as f64)
+            },
+            share(self.none_rejected, self.none_cases),
+            self.none_rejected,
+            self.none_cases
+        )
+    }
+}
+
+pub fn run(kb_dir: &Path, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode> {
+    let manifest = dir.join("manifest.tsv");
+    let text = std::fs::read_to_string(&manifest)
+        .with_context(|| format!("cannot read {}", manifest.display()))?;
+    let mut cases = Vec::new();
+    for (n, line) in text.lines().enumerate().skip(1) {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let cols: Vec<&str> = line.split('\t').collect();
+        if cols.len() < 3 {
+            anyhow::bail!(
+                "{}:{}: expected columns file, expected, kind, source",
+                manifest.display(),
+                n + 1
+            );
+        }
+        cases.push(Case {
+            file: cols[0].to_string(),
+            expected: cols[1].split(',').map(|s| s.trim().to_string()).collect(),
+            kind: cols[2].to_string(),
+        });
+    }
+
+    let kb = Kb::load(kb_dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let index = Arc::new(SearchIndex::build(Arc::new(kb))?);
+    let diagnoser = Diagnoser::new(index.clone());
+
+    let mut ours = Score::default();
+    let mut baseline = Score::default();
+    let mut by_kind: BTreeMap<String, (Score, Score)> = BTreeMap::new();
+    let mut misses = Vec::new();
+    for case in &cases {
+        let path = dir.join(&case.file);
+        let paste =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let paste = String::from_utf8_lossy(&paste);
+        let d = diagnoser.diagnose_text(&paste, 5)?;
+        let ranked: Vec<String> = d.matches.iter().map(|m| m.slug.clone()).collect();
+        let rejected = d.verdict == Verdict::NoMatch;
+        let plain: Vec<String> = index
+            .search(&SearchQuery::new(&paste, None, 5))?
+            .into_iter()
+            .map(|h| h.slug)
+            .collect();
+        ours.add(&case.expected, &ranked, rejected);
+        baseline.add(&case.expected, &plain, plain.is_empty());
+        let kind = by_kind.entry(case.kind.clone()).or_default();
+        kind.0.add(&case.expected, &ranked, rejected);
+        kind.1.add(&case.expected, &plain, plain.is_empty());
+
+        if verbose {
+            let top = d.matches.first();
+            println!(
+                "{:<50} {:<10} top {:<40} confidence {:<6} coverage {:.2}  signature {}",
+                case.file,
+                case.kind,
+                top.map_or("no_match", |m| m.slug.as_str()),
+                top.map_or("-", |m| m.confidence.as_str()),
+                top.map_or(0.0, |m| m.coverage),
+                top.is_some_and(|m| m.evidence.iter().any(|e| e.signature.is_some()))
+            );
+        }
+        let none = case.expected.iter().any(|e| e == "none");
+        let right = if none {
+            rejected
+        } else {
+            ranked.first().is_some_and(|s| case.expected.contains(s))
+        };
+        if !right {
+            let got = if rejected {
+                format!(
+                    "no_match (closest {})",
+                    d.closest.first().map_or("-", |h| h.slug.as_str())
+                )
+            } else {
+                let m = &d.matches[0];
+                format!("{} ({}, {:.1})", m.slug, m.confidence.as_str(), m.score)
+            };
+            misses.push(format!(
+                "  {}  expected {}  got {}",
+                case.file,
+                case.expected.join("|"),
+                got
+            ));
+        }
+    }
+
+    println!("{} cases from {}", cases.len(), manifest.display());
+    println!("errbook diagnose : {}", ours.row());
+    println!("full-text only   : {}", baseline.row());
+    println!("by kind (diagnose | full-text):");
+    for (kind, (a, b)) in &by_kind {
+        println!(
+            "  {kind:<10} {} cases: {} | {}",
+            a.cases + a.none_cases,
+            a.row(),
+            b.row()
+        );
+    }
+    if misses.is_empty() {
+        println!("misses: none");
+    } else {
+        println!("misses ({}):", misses.len());
+        for m in &misses {
+            println!("{m}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -138,7 +138,21 @@ fn check(dir: &Path) -> anyhow::Result<ExitCode> {
     let Some(kb) = load(dir)? else {
         return Ok(ExitCode::FAILURE);
     };
-    println!("{}: {} entries, all valid", dir.display(), kb.len());
+    let entries = kb.len();
+    let examples: usize = kb.entries().iter().map(|e| e.examples.len()).sum();
+    let diagnoser = Diagnoser::new(Arc::new(SearchIndex::build(Arc::new(kb))?));
+    let problems = diagnoser.check_examples()?;
+    if !problems.is_empty() {
+        for problem in &problems {
+            eprintln!("error: {problem}");
+        }
+        eprintln!("{}: {} problem(s) found", dir.display(), problems.len());
+        return Ok(ExitCode::FAILURE);
+    }
+    println!(
+        "{}: {entries} entries, all valid; all {examples} examples diagnose to their own entry",
+        dir.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

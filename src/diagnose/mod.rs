@@ -9,7 +9,7 @@ mod rank;
 
 use std::sync::Arc;
 
-use crate::kb::SignatureSet;
+use crate::kb::{Problem, SignatureSet};
 use crate::search::{SearchError, SearchIndex};
 
 pub use normalize::{normalize, query_words};
@@ -48,5 +48,27 @@ impl Diagnoser {
 
     pub fn diagnose_text(&self, text: &str, limit: usize) -> Result<Diagnosis, SearchError> {
         self.diagnose(&Paste::from_text(text), limit)
+    }
+
+    /// Every entry's examples must diagnose to that entry first: the knowledge base
+    /// tests itself. Returns a problem for each example that does not.
+    pub fn check_examples(&self) -> Result<Vec<Problem>, SearchError> {
+        let mut problems = Vec::new();
+        for entry in self.index.kb().entries() {
+            for (n, (example, line)) in entry.examples.iter().zip(&entry.example_lines).enumerate()
+            {
+                let d = self.diagnose_text(example, 3)?;
+                let got = d.matches.first().map(|m| m.slug.as_str());
+                if got != Some(entry.slug.as_str()) {
+                    let got = got.map_or("no_match".to_string(), |s| format!("`{s}`"));
+                    problems.push(Problem {
+                        path: entry.path.clone(),
+                        line: Some(*line),
+                        message: format!("example {} diagnoses to {got}, not to this entry", n + 1),
+                    });
+                }
+            }
+        }
+        Ok(problems)
     }
 }

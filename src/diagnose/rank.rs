@@ -12,6 +12,8 @@ use super::paste::{Paste, looks_like_error};
 use crate::kb::SignatureSet;
 use crate::search::{Hit, SearchError, SearchIndex, SearchQuery};
 
+/// Candidates considered for the answer, best-scored first.
+const ANSWER_CANDIDATES: usize = 3;
 /// Candidates taken from full-text search.
 const TEXT_CANDIDATES: usize = 10;
 /// A paste this short is all message (a question, one traceback): all of it is queried.
@@ -27,11 +29,16 @@ const WEAK: f32 = 3.0;
 const ON_ROOT_CAUSE: f32 = 5.0;
 const TEXT_RANK: f32 = 6.0;
 const COVERAGE: f32 = 4.0;
-/// Without any signature, an entry must explain at least this share of the paste's
-/// vocabulary (idf-weighted) to be offered as the answer.
-const TEXT_ONLY_COVERAGE: f32 = 0.0;
-/// With only weak signatures, this much.
-const WEAK_ONLY_COVERAGE: f32 = 0.0;
+const PHRASE_RANK: f32 = 6.0;
+/// Without a strong signature, an entry offered for a paste with an exception must
+/// explain this share of the root-cause exception's words (its type included: an
+/// exception type no entry mentions weighs as much as the rarest word).
+const ROOT_MESSAGE_COVERAGE: f32 = 0.6;
+/// The same with a weak signature on its side.
+const ROOT_MESSAGE_COVERAGE_WEAK: f32 = 0.35;
+/// Without any signature or exception (a question in words), an entry must be among
+/// the best by full text or by its closest phrase, and share this much vocabulary.
+const TEXT_ONLY_COVERAGE: f32 = 0.1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -81,6 +88,22 @@ pub struct Evidence {
     pub signature: Option<String>,
     /// For text evidence, the shared words (analysed form).
     pub terms: Vec<String>,
+    /// Byte range of `text` the signature matched.
+    pub span: Option<(usize, usize)>,
+}
+
+impl Evidence {
+    /// The line split around the matched span: (before, matched, after).
+    pub fn parts(&self) -> (&str, &str, &str) {
+        let split = self.span.and_then(|(a, b)| {
+            Some((
+                self.text.get(..a)?,
+                self.text.get(a..b)?,
+                self.text.get(b..)?,
+            ))
+        });
+        split.unwrap_or((&self.text, "", ""))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -106,13 +129,23 @@ pub struct Diagnosis {
     pub truncated: bool,
 }
 
+/// A signature that fired: which one, on which line (index into `Paste::lines`), and
+/// the byte range it covered within that line.
+#[derive(Clone, Copy)]
+struct Fired {
+    signature: usize,
+    line: usize,
+    span: (usize, usize),
+}
+
 #[derive(Default)]
 struct Candidate {
-    strong: Vec<(usize, usize)>,
-    weak: Vec<(usize, usize)>,
-    /// (signature index, byte offset) of each distinct signature that fired.
+    strong: Vec<Fired>,
+    weak: Vec<Fired>,
     on_root: bool,
     text_rank: f32,
+    /// Best symptom/title phrase score relative to the best entry's, 0..=1.
+    phrase_rank: f32,
 }
 
 pub(super) fn diagnose(
@@ -131,10 +164,17 @@ pub(super) fn diagnose(
     for m in signatures.matches(&text) {
         let c = candidates.entry(m.entry).or_default();
         let line = line_of(m.start);
+        let line_start = starts[line];
+        let line_end = line_start + paste.lines[line].text.len();
+        let fired = Fired {
+            signature: m.signature,
+            line,
+            span: (m.start - line_start, m.end.min(line_end) - line_start),
+        };
         if kb.entries()[m.entry].signatures[m.signature].weak {
-            c.weak.push((m.signature, line));
+            c.weak.push(fired);
         } else {
-            c.strong.push((m.signature, line));
+            c.strong.push(fired);
             if root_lines.contains(&line) {
                 c.on_root = true;
             }
@@ -150,6 +190,14 @@ pub(super) fn diagnose(
         }
     }
 
+    let phrases = index.match_phrases(&query)?;
+    let top_phrase = phrases.first().map_or(0.0, |p| p.1);
+    for (slug, score) in phrases.iter().take(TEXT_CANDIDATES) {
+        if let Some(i) = kb.entries().iter().position(|e| &e.slug == slug) {
+            candidates.entry(i).or_default().phrase_rank = score / top_phrase.max(f32::EPSILON);
+        }
+    }
+
     let mut scored = Vec::with_capacity(candidates.len());
     for (entry, c) in &candidates {
         let slug = &kb.entries()[*entry].slug;
@@ -158,20 +206,50 @@ pub(super) fn diagnose(
             + WEAK * c.weak.len().min(2) as f32
             + if c.on_root { ON_ROOT_CAUSE } else { 0.0 }
             + TEXT_RANK * c.text_rank
+            + PHRASE_RANK * c.phrase_rank
             + COVERAGE * term_match.coverage;
         scored.push((*entry, score, term_match));
     }
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
 
-    let answerable = |entry: usize, coverage: f32| {
-        let c = &candidates[&entry];
-        !c.strong.is_empty()
-            || (!c.weak.is_empty() && coverage >= WEAK_ONLY_COVERAGE)
-            || (c.text_rank >= 1.0 && coverage >= TEXT_ONLY_COVERAGE)
-    };
-    let verdict = match scored.first() {
-        Some((entry, _, tm)) if answerable(*entry, tm.coverage) => Verdict::Matched,
-        _ => Verdict::NoMatch,
+    let root_text = parsed
+        .root_exception()
+        .filter(|e| !e.wrapper)
+        .map(|e| query_words(&format!("{} {}", e.kind, e.message)));
+    // The answer is the best-scored candidate that the evidence supports; among the
+    // top few, so a candidate with a weaker claim cannot hide a well-supported one.
+    let mut answer = None;
+    for (position, (entry, _, tm)) in scored.iter().enumerate().take(ANSWER_CANDIDATES) {
+        let c = &candidates[entry];
+        let answerable = if !c.strong.is_empty() {
+            true
+        } else if let Some(root_text) = &root_text {
+            // An error the entry does not explain is not its problem, however similar
+            // the rest of the log looks.
+            let explained = index.explains(root_text, &kb.entries()[*entry].slug)?;
+            let needed = if c.weak.is_empty() {
+                ROOT_MESSAGE_COVERAGE
+            } else {
+                ROOT_MESSAGE_COVERAGE_WEAK
+            };
+            explained >= needed
+        } else {
+            !c.weak.is_empty()
+                || ((c.text_rank >= 0.8 || c.phrase_rank >= 0.8)
+                    && tm.coverage >= TEXT_ONLY_COVERAGE)
+        };
+        if answerable {
+            answer = Some(position);
+            break;
+        }
+    }
+    let verdict = match answer {
+        Some(position) => {
+            let chosen = scored.remove(position);
+            scored.insert(0, chosen);
+            Verdict::Matched
+        }
+        None => Verdict::NoMatch,
     };
 
     let mut matches = Vec::new();
@@ -311,20 +389,22 @@ fn evidence(
         (&c.strong, EvidenceKind::Signature),
         (&c.weak, EvidenceKind::WeakSignature),
     ] {
-        for &(signature, line) in list.iter() {
+        for fired in list.iter() {
             if out.len() >= MAX_EVIDENCE {
                 break;
             }
-            let Some(l) = paste.lines.get(line) else {
+            let Some(l) = paste.lines.get(fired.line) else {
                 continue;
             };
-            signature_lines.push(line);
+            signature_lines.push(fired.line);
+            let (text, span) = clip_around(&l.text, fired.span);
             out.push(Evidence {
                 line: l.number,
-                text: clip(&l.text),
+                text,
                 kind,
-                signature: Some(entry.signatures[signature].as_str().to_string()),
+                signature: Some(entry.signatures[fired.signature].as_str().to_string()),
                 terms: Vec::new(),
+                span: Some(span),
             });
         }
     }
@@ -355,12 +435,40 @@ fn evidence(
                 kind: EvidenceKind::Text,
                 signature: None,
                 terms,
+                span: None,
             });
         }
         let _ = query;
     }
     out.sort_by_key(|e| e.line);
     out
+}
+
+/// The line, shortened around the matched span if it is long; the span moved to match.
+fn clip_around(text: &str, span: (usize, usize)) -> (String, (usize, usize)) {
+    if text.chars().count() <= EVIDENCE_CHARS {
+        return (text.to_string(), span);
+    }
+    // Keep some context before the match, then as much as fits.
+    let mut start = span.0.saturating_sub(80);
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let mut end = (start + EVIDENCE_CHARS * 3).min(text.len()).max(span.1);
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    let piece: String = text[start..end]
+        .chars()
+        .take(EVIDENCE_CHARS.max(span.1 - start))
+        .collect();
+    let prefix = if start > 0 { "…" } else { "" };
+    let shift = prefix.len();
+    let span = (
+        span.0 - start + shift,
+        (span.1 - start + shift).min(piece.len() + shift),
+    );
+    (format!("{prefix}{piece}"), span)
 }
 
 fn clip(text: &str) -> String {

@@ -22,6 +22,8 @@ pub struct Entry {
     pub signatures: Vec<Signature>,
     pub symptoms: Vec<String>,
     pub examples: Vec<String>,
+    /// The file line on which each example starts, parallel to `examples`.
+    pub example_lines: Vec<usize>,
     pub related: Vec<String>,
     pub sources: Vec<String>,
     /// The Markdown body as written.
@@ -106,8 +108,6 @@ pub(super) struct Parsed {
     pub entry: Entry,
     pub slug_line: usize,
     pub related_lines: Vec<usize>,
-    /// The file line on which each example starts, parallel to `entry.examples`.
-    pub example_lines: Vec<usize>,
 }
 
 /// Parses and validates one file. Returns every problem found in it.
@@ -274,6 +274,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
             signatures,
             symptoms,
             examples,
+            example_lines,
             related,
             sources: fm.sources,
             markdown: body.trim().to_string(),
@@ -283,7 +284,6 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
         },
         slug_line,
         related_lines,
-        example_lines,
     })
 }
 

@@ -238,7 +238,7 @@ fn check_examples(parsed: &[entry::Parsed]) -> Vec<Problem> {
     let mut problems = Vec::new();
     for (e, p) in parsed.iter().enumerate() {
         let entry = &p.entry;
-        for (n, (example, &line)) in entry.examples.iter().zip(&p.example_lines).enumerate() {
+        for (n, (example, &line)) in entry.examples.iter().zip(&entry.example_lines).enumerate() {
             let matches = set.matches(example);
             if !matches.iter().any(|m| m.entry == e) {
                 problems.push(Problem::new(

@@ -1,9 +1,14 @@
-//! All entries' signatures compiled into one multi-pattern matcher: literals in an
-//! Aho-Corasick automaton, regexes in a `RegexSet`. One pass over a text finds every
-//! signature of every entry that fires, instead of a loop of regexes per entry.
+//! All entries' signatures compiled into one multi-pattern matcher. Literal signatures
+//! and the literal prefixes (or suffixes) every regex needs go into one Aho-Corasick
+//! automaton; one pass over a text finds the literals that fire and the few regexes
+//! worth running, instead of running every regex of every entry.
 
 use aho_corasick::{AhoCorasick, MatchKind};
-use regex::{Regex, RegexSet, RegexSetBuilder};
+use regex::Regex;
+use regex_syntax::hir::literal::{ExtractKind, Extractor, Seq};
+
+/// Shortest literal accepted as a regex's prefilter: shorter ones fire everywhere.
+const MIN_PREFILTER_LEN: usize = 3;
 
 use super::{Entry, SignatureKind};
 
@@ -19,54 +24,72 @@ pub struct SignatureMatch {
     pub end: usize,
 }
 
+/// What an Aho-Corasick pattern stands for.
+#[derive(Debug, Clone, Copy)]
+enum Pattern {
+    /// A literal signature: (entry, signature).
+    Literal(usize, usize),
+    /// A literal the regex at this index cannot match without.
+    Prefilter(usize),
+}
+
 #[derive(Debug, Clone)]
 pub struct SignatureSet {
-    literals: Option<AhoCorasick>,
-    /// (entry, signature) for each literal pattern id.
-    literal_ids: Vec<(usize, usize)>,
-    regexes: Option<RegexSet>,
-    regex_list: Vec<Regex>,
+    automaton: Option<AhoCorasick>,
+    patterns: Vec<Pattern>,
+    regexes: Vec<Regex>,
+    /// (entry, signature) of each regex.
     regex_ids: Vec<(usize, usize)>,
+    /// Regexes with no usable literal: run on every text.
+    unfiltered: Vec<usize>,
 }
 
 impl SignatureSet {
     pub fn new(entries: &[Entry]) -> SignatureSet {
-        let mut literal_patterns = Vec::new();
-        let mut literal_ids = Vec::new();
-        let mut regex_list = Vec::new();
+        let mut needles: Vec<Vec<u8>> = Vec::new();
+        let mut patterns = Vec::new();
+        let mut regexes = Vec::new();
         let mut regex_ids = Vec::new();
+        let mut unfiltered = Vec::new();
         for (e, entry) in entries.iter().enumerate() {
             for (s, sig) in entry.signatures.iter().enumerate() {
                 match &sig.kind {
                     SignatureKind::Literal(text) => {
-                        literal_patterns.push(text.clone());
-                        literal_ids.push((e, s));
+                        needles.push(text.as_bytes().to_vec());
+                        patterns.push(Pattern::Literal(e, s));
                     }
                     SignatureKind::Regex(re) => {
-                        regex_list.push(re.clone());
+                        let id = regexes.len();
+                        regexes.push(re.clone());
                         regex_ids.push((e, s));
+                        match required_literals(re.as_str()) {
+                            Some(literals) => {
+                                for literal in literals {
+                                    needles.push(literal);
+                                    patterns.push(Pattern::Prefilter(id));
+                                }
+                            }
+                            None => unfiltered.push(id),
+                        }
                     }
                 }
             }
         }
-        // Every pattern here compiled alone during validation, so the combined
-        // automata build too; `ok()` only guards against size limits.
-        let literals = AhoCorasick::builder()
+        // Every needle is a plain byte string; building only fails past size limits,
+        // and then every regex simply runs unfiltered.
+        let automaton = AhoCorasick::builder()
             .match_kind(MatchKind::Standard)
-            .build(&literal_patterns)
+            .build(&needles)
             .ok();
-        // Unicode classes (`\w`, `\S`) make big automata: raise the default size limit.
-        let regexes = RegexSetBuilder::new(regex_list.iter().map(Regex::as_str))
-            .size_limit(256 << 20)
-            .dfa_size_limit(64 << 20)
-            .build()
-            .ok();
+        if automaton.is_none() {
+            unfiltered = (0..regexes.len()).collect();
+        }
         SignatureSet {
-            literals,
-            literal_ids,
+            automaton,
+            patterns,
             regexes,
-            regex_list,
             regex_ids,
+            unfiltered,
         }
     }
 
@@ -74,31 +97,34 @@ impl SignatureSet {
     /// entry and signature.
     pub fn matches(&self, text: &str) -> Vec<SignatureMatch> {
         let mut found = Vec::new();
-        if let Some(ac) = &self.literals {
-            let mut seen = vec![false; self.literal_ids.len()];
+        let mut literal_seen = vec![false; self.patterns.len()];
+        let mut regex_wanted = vec![false; self.regexes.len()];
+        if let Some(ac) = &self.automaton {
             for m in ac.find_overlapping_iter(text) {
                 let id = m.pattern().as_usize();
-                if !seen[id] {
-                    seen[id] = true;
-                    let (entry, signature) = self.literal_ids[id];
-                    found.push(SignatureMatch {
-                        entry,
-                        signature,
-                        start: m.start(),
-                        end: m.end(),
-                    });
+                match self.patterns[id] {
+                    Pattern::Literal(entry, signature) if !literal_seen[id] => {
+                        literal_seen[id] = true;
+                        found.push(SignatureMatch {
+                            entry,
+                            signature,
+                            start: m.start(),
+                            end: m.end(),
+                        });
+                    }
+                    Pattern::Prefilter(regex) => regex_wanted[regex] = true,
+                    Pattern::Literal(..) => {}
                 }
             }
         }
-        let matched_regexes: Vec<usize> = match &self.regexes {
-            Some(set) => set.matches(text).into_iter().collect(),
-            // Only if the combined set exceeded its size limit: fall back to one by one.
-            None => (0..self.regex_list.len())
-                .filter(|&i| self.regex_list[i].is_match(text))
-                .collect(),
-        };
-        for id in matched_regexes {
-            if let Some(m) = self.regex_list[id].find(text) {
+        for &id in &self.unfiltered {
+            regex_wanted[id] = true;
+        }
+        for (id, wanted) in regex_wanted.into_iter().enumerate() {
+            if !wanted {
+                continue;
+            }
+            if let Some(m) = self.regexes[id].find(text) {
                 let (entry, signature) = self.regex_ids[id];
                 found.push(SignatureMatch {
                     entry,
@@ -111,6 +137,40 @@ impl SignatureSet {
         found.sort_by_key(|m| (m.entry, m.signature));
         found
     }
+}
+
+/// Literals one of which must occur in any text the regex matches: its possible
+/// prefixes, or failing that its suffixes. `None` when neither is a small set of
+/// strings long enough to be selective (the regex then runs on every text).
+fn required_literals(pattern: &str) -> Option<Vec<Vec<u8>>> {
+    let hir = regex_syntax::parse(pattern).ok()?;
+    let usable = |mut seq: Seq| -> Option<Vec<Vec<u8>>> {
+        seq.optimize_for_prefix_by_preference();
+        let literals = seq.literals()?;
+        if literals.is_empty()
+            || literals
+                .iter()
+                .any(|l| l.as_bytes().len() < MIN_PREFILTER_LEN)
+        {
+            return None;
+        }
+        Some(literals.iter().map(|l| l.as_bytes().to_vec()).collect())
+    };
+    let mut extractor = Extractor::new();
+    extractor.limit_total(64);
+    usable(extractor.kind(ExtractKind::Prefix).extract(&hir)).or_else(|| {
+        let mut seq = extractor.kind(ExtractKind::Suffix).extract(&hir);
+        seq.optimize_for_suffix_by_preference();
+        let literals = seq.literals()?;
+        if literals.is_empty()
+            || literals
+                .iter()
+                .any(|l| l.as_bytes().len() < MIN_PREFILTER_LEN)
+        {
+            return None;
+        }
+        Some(literals.iter().map(|l| l.as_bytes().to_vec()).collect())
+    })
 }
 
 #[cfg(test)]
@@ -129,6 +189,7 @@ mod tests {
             signatures,
             symptoms: vec![],
             examples: vec![],
+            example_lines: vec![],
             related: vec![],
             sources: vec![],
             markdown: String::new(),
@@ -168,6 +229,28 @@ mod tests {
         assert_eq!(ids, [(0, 0), (0, 1), (1, 0)]);
         assert_eq!(&text[found[1].start..found[1].end], "rank 1 and rank 0");
         assert_eq!(found[0].start, 0, "first occurrence");
+    }
+
+    #[test]
+    fn regexes_are_prefiltered_by_their_literals() {
+        assert_eq!(
+            required_literals(r"Duplicate GPU detected : rank \d+"),
+            Some(vec![b"Duplicate GPU detected : rank ".to_vec()])
+        );
+        // No prefix: the suffix is required instead.
+        assert_eq!(
+            required_literals(r"\S*ProcessGroupNCCL\.cpp"),
+            Some(vec![b"ProcessGroupNCCL.cpp".to_vec()])
+        );
+        assert_eq!(required_literals(r"\d+\s+\w+"), None);
+        let entries = vec![
+            entry("a", vec![regex(r"\d+ of \w+")]),
+            entry("b", vec![regex(r"rank (\d+)")]),
+        ];
+        let set = SignatureSet::new(&entries);
+        assert_eq!(set.unfiltered, [0]);
+        let found = set.matches("rank 3 of 8");
+        assert_eq!(found.iter().map(|m| m.entry).collect::<Vec<_>>(), [0, 1]);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! parsed as syntax: any string is analysed into terms, so stray `(`, `:` or `-` cannot fail.
 
 pub mod analysis;
+mod phrases;
 mod schema;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -15,12 +16,14 @@ use tantivy::query::{
 };
 use tantivy::schema::{Field, IndexRecordOption, Value};
 use tantivy::snippet::SnippetGenerator;
+use tantivy::tokenizer::{PreTokenizedString, TextAnalyzer, TokenStream};
 use tantivy::{
     DocAddress, DocSet, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term,
 };
 
 use crate::kb::{Entry, Kb};
-use schema::{Fields, Part};
+use phrases::{Passages, PhraseIndex};
+use schema::{Fields, Part, PartFields};
 
 /// Largest number of hits one query may ask for.
 pub const MAX_LIMIT: usize = 100;
@@ -81,6 +84,8 @@ pub struct SearchIndex {
     fields: Fields,
     /// Where each entry's document is; the index never changes after it is built.
     addresses: HashMap<String, DocAddress>,
+    describing: PhraseIndex,
+    quoting: PhraseIndex,
 }
 
 /// How much of a text's vocabulary one entry shares (see `SearchIndex::term_match`).
@@ -108,14 +113,12 @@ impl SearchIndex {
         analysis::warm_up();
         let fields = Fields::new();
         let index = Index::create_in_ram(fields.schema.clone());
-        let tokenizers = index.tokenizers();
-        tokenizers.register(analysis::WORDS, analysis::words_analyzer());
-        tokenizers.register(analysis::IDENT, analysis::ident_analyzer());
-        tokenizers.register(analysis::GRAM, analysis::gram_analyzer());
+        register_analyzers(&index);
 
         let mut writer = index.writer_with_num_threads::<TantivyDocument>(1, 50_000_000)?;
+        let mut analyzers = Analyzers::new();
         for entry in kb.entries() {
-            writer.add_document(document(&fields, entry))?;
+            writer.add_document(document(&fields, &mut analyzers, entry))?;
         }
         writer.commit()?;
         let reader: IndexReader = index
@@ -133,12 +136,16 @@ impl SearchIndex {
                 }
             }
         }
+        let describing = PhraseIndex::build(&kb, Passages::Describing)?;
+        let quoting = PhraseIndex::build(&kb, Passages::Quoting)?;
         Ok(SearchIndex {
             kb,
             index,
             reader,
             fields,
             addresses,
+            describing,
+            quoting,
         })
     }
 
@@ -203,14 +210,7 @@ impl SearchIndex {
         let Some(&address) = self.addresses.get(slug) else {
             return Ok(TermMatch::default());
         };
-        let mut terms: Vec<String> = self
-            .analyze(analysis::WORDS, text)
-            .into_iter()
-            .map(|(_, t)| t)
-            .filter(|t| t.chars().count() > 1 || t.chars().any(analysis::is_cjk))
-            .collect();
-        terms.sort();
-        terms.dedup();
+        let terms = self.distinct_terms(text);
         let searcher = self.reader.searcher();
         let n = Bm25StatisticsProvider::total_num_docs(&searcher)? as f32;
         let idf = |df: f32| (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
@@ -227,7 +227,9 @@ impl SearchIndex {
             if df == 0.0 {
                 continue;
             }
+            // `seek` may only move forward: a list may already start past the target.
             if let Some(mut postings) = inverted.read_postings(&t, IndexRecordOption::Basic)?
+                && postings.doc() <= address.doc_id
                 && postings.seek(address.doc_id) == address.doc_id
             {
                 found += weight;
@@ -240,6 +242,55 @@ impl SearchIndex {
             matched: matched.into_iter().map(|(_, t)| t).collect(),
             terms: terms.len(),
         })
+    }
+
+    /// Entries whose closest symptom, title or summary phrase matches `text`, with that
+    /// phrase's score, best first.
+    pub fn match_phrases(&self, text: &str) -> Result<Vec<(String, f32)>, SearchError> {
+        self.describing.best(text, &self.quoting)
+    }
+
+    /// How completely one passage of entry `slug` (a signature, an example line, a body
+    /// line, a symptom) holds the words of `text`: the idf-weighted share of `text`'s
+    /// distinct terms found in the best passage, 0..=1. Words scattered over a long
+    /// entry do not count; a message the entry quotes does.
+    pub fn explains(&self, text: &str, slug: &str) -> Result<f32, SearchError> {
+        let terms = self.distinct_terms(text);
+        if terms.is_empty() {
+            return Ok(0.0);
+        }
+        let searcher = self.reader.searcher();
+        let n = Bm25StatisticsProvider::total_num_docs(&searcher)? as f32;
+        let mut weights = Vec::with_capacity(terms.len());
+        for term in &terms {
+            let df = searcher.doc_freq(&Term::from_field_text(self.fields.all.words, term))? as f32;
+            weights.push((1.0 + (n - df.max(1.0) + 0.5) / (df.max(1.0) + 0.5)).ln());
+        }
+        let total: f32 = weights.iter().sum();
+        let mut best = 0.0f32;
+        for passage in self.quoting.passages(text, slug)? {
+            let words: BTreeSet<String> = self.words(&passage).into_iter().collect();
+            let found: f32 = terms
+                .iter()
+                .zip(&weights)
+                .filter(|(t, _)| words.contains(*t))
+                .map(|(_, w)| w)
+                .sum();
+            best = best.max(found / total);
+        }
+        Ok(best)
+    }
+
+    fn distinct_terms(&self, text: &str) -> Vec<String> {
+        let mut terms: Vec<String> = self
+            .analyze(analysis::WORDS, text)
+            .into_iter()
+            .map(|(_, t)| t)
+            .filter(|t| t.chars().count() > 1 || t.chars().any(analysis::is_cjk))
+            .collect();
+        terms.sort();
+        terms.dedup();
+        terms
     }
 
     /// The analysed terms of `text` (lowercased, stemmed words), in order.
@@ -255,53 +306,12 @@ impl SearchIndex {
 
     /// The scoring query for free text, or `None` when the text has no searchable term.
     fn text_query(&self, text: &str) -> Option<Box<dyn Query>> {
-        let words = self.analyze(analysis::WORDS, text);
-        let idents = self.analyze(analysis::IDENT, text);
-        let grams = analysis::gram_query_terms(text);
-        if words.is_empty() && idents.is_empty() && grams.is_empty() {
-            return None;
-        }
-
-        // Each term (or phrase) scores by its best part plus a little for the others, so a
-        // common word repeated in every part cannot outweigh a rare word matched once:
-        // the entry that matches more of the query wins.
-        let parts: Vec<_> = self.fields.parts().collect();
-        let best_part = |make: &dyn Fn(&schema::PartFields) -> Box<dyn Query>, weight: f32| {
-            let disjuncts = parts
-                .iter()
-                .map(|(part, fields)| {
-                    Box::new(BoostQuery::new(make(fields), weight * part.boost())) as Box<dyn Query>
-                })
-                .collect();
-            (
-                Occur::Should,
-                Box::new(DisjunctionMaxQuery::with_tie_breaker(
-                    disjuncts,
-                    TIE_BREAKER,
-                )) as Box<dyn Query>,
-            )
-        };
-
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        for term in unique_terms(&words) {
-            clauses.push(best_part(&|f| term_query(f.words, term), 1.0));
-        }
-        if (2..=MAX_PHRASE_TERMS).contains(&words.len()) {
-            // The words in order: an error string typed as written ranks its entry first.
-            clauses.push(best_part(&|f| phrase_query(f.words, &words), 2.0));
-        }
-        for term in unique_terms(&idents) {
-            clauses.push(best_part(&|f| term_query(f.ident, term), 0.4));
-        }
-        for run in &grams {
-            if run.len() == 1 {
-                clauses.push(best_part(&|f| term_query(f.gram, &run[0]), 0.8));
-            } else {
-                let positioned: Vec<(usize, String)> = run.iter().cloned().enumerate().collect();
-                clauses.push(best_part(&|f| phrase_query(f.gram, &positioned), 0.8));
-            }
-        }
-        Some(Box::new(BooleanQuery::new(clauses)))
+        let parts: Vec<(f32, PartFields)> = self
+            .fields
+            .parts()
+            .map(|(part, fields)| (part.boost(), fields))
+            .collect();
+        terms_query(&self.index, &parts, text)
     }
 
     /// One snippet generator per analyzer, highlighting the query's terms from every
@@ -356,6 +366,13 @@ impl SearchIndex {
     }
 }
 
+fn register_analyzers(index: &Index) {
+    let tokenizers = index.tokenizers();
+    tokenizers.register(analysis::WORDS, analysis::words_analyzer());
+    tokenizers.register(analysis::IDENT, analysis::ident_analyzer());
+    tokenizers.register(analysis::GRAM, analysis::gram_analyzer());
+}
+
 /// BM25 statistics with one idf per term across all parts of all entries. Per-field idf
 /// would call `torch` rare because it occurs in only one title, letting a common word
 /// outrank the rare one that names the problem; length normalisation stays per field.
@@ -384,7 +401,36 @@ impl Bm25StatisticsProvider for GlobalStats<'_> {
     }
 }
 
-fn document(fields: &Fields, entry: &Entry) -> TantivyDocument {
+/// The three analyzers, built once for indexing.
+struct Analyzers {
+    words: TextAnalyzer,
+    ident: TextAnalyzer,
+    gram: TextAnalyzer,
+}
+
+impl Analyzers {
+    fn new() -> Self {
+        Analyzers {
+            words: analysis::words_analyzer(),
+            ident: analysis::ident_analyzer(),
+            gram: analysis::gram_analyzer(),
+        }
+    }
+}
+
+/// `text` analysed once, ready to be added to several fields.
+fn pre_tokenized(analyzer: &mut TextAnalyzer, text: &str) -> PreTokenizedString {
+    let mut tokens = Vec::new();
+    analyzer
+        .token_stream(text)
+        .process(&mut |t| tokens.push(t.clone()));
+    PreTokenizedString {
+        text: text.to_string(),
+        tokens,
+    }
+}
+
+fn document(fields: &Fields, analyzers: &mut Analyzers, entry: &Entry) -> TantivyDocument {
     let mut doc = TantivyDocument::default();
     doc.add_text(fields.slug, &entry.slug);
     for tag in &entry.tags {
@@ -404,18 +450,78 @@ fn document(fields: &Fields, entry: &Entry) -> TantivyDocument {
             Part::Body => vec![entry.text.clone()],
             Part::Examples => entry.examples.clone(),
         };
+        // Each text is analysed once per analyzer and indexed in its part's field and in
+        // the catch-all field.
         for text in &texts {
-            for (field, all) in [
-                (f.words, fields.all.words),
-                (f.ident, fields.all.ident),
-                (f.gram, fields.all.gram),
+            for (analyzer, field, all) in [
+                (&mut analyzers.words, f.words, fields.all.words),
+                (&mut analyzers.ident, f.ident, fields.all.ident),
+                (&mut analyzers.gram, f.gram, fields.all.gram),
             ] {
-                doc.add_text(field, text);
-                doc.add_text(all, text);
+                let tokens = pre_tokenized(analyzer, text);
+                doc.add_pre_tokenized_text(all, tokens.clone());
+                doc.add_pre_tokenized_text(field, tokens);
             }
         }
     }
     doc
+}
+
+/// The query for `text` over `parts` (boost, fields): each term (or phrase) scores by its
+/// best part plus a little for the others, so a common word repeated in every part
+/// cannot outweigh a rare word matched once: the entry that matches more of the query
+/// wins. `None` when the text has no searchable term.
+fn terms_query(index: &Index, parts: &[(f32, PartFields)], text: &str) -> Option<Box<dyn Query>> {
+    let analyze = |name: &str| {
+        let Some(mut analyzer) = index.tokenizers().get(name) else {
+            return Vec::new();
+        };
+        let mut terms = analysis::analyze(&mut analyzer, text);
+        terms.truncate(MAX_QUERY_TERMS);
+        terms
+    };
+    let words = analyze(analysis::WORDS);
+    let idents = analyze(analysis::IDENT);
+    let grams = analysis::gram_query_terms(text);
+    if words.is_empty() && idents.is_empty() && grams.is_empty() {
+        return None;
+    }
+    let best_part = |make: &dyn Fn(&PartFields) -> Box<dyn Query>, weight: f32| {
+        let disjuncts = parts
+            .iter()
+            .map(|(boost, fields)| {
+                Box::new(BoostQuery::new(make(fields), weight * boost)) as Box<dyn Query>
+            })
+            .collect();
+        (
+            Occur::Should,
+            Box::new(DisjunctionMaxQuery::with_tie_breaker(
+                disjuncts,
+                TIE_BREAKER,
+            )) as Box<dyn Query>,
+        )
+    };
+
+    let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    for term in unique_terms(&words) {
+        clauses.push(best_part(&|f| term_query(f.words, term), 1.0));
+    }
+    if (2..=MAX_PHRASE_TERMS).contains(&words.len()) {
+        // The words in order: an error string typed as written ranks its entry first.
+        clauses.push(best_part(&|f| phrase_query(f.words, &words), 2.0));
+    }
+    for term in unique_terms(&idents) {
+        clauses.push(best_part(&|f| term_query(f.ident, term), 0.4));
+    }
+    for run in &grams {
+        if run.len() == 1 {
+            clauses.push(best_part(&|f| term_query(f.gram, &run[0]), 0.8));
+        } else {
+            let positioned: Vec<(usize, String)> = run.iter().cloned().enumerate().collect();
+            clauses.push(best_part(&|f| phrase_query(f.gram, &positioned), 0.8));
+        }
+    }
+    Some(Box::new(BooleanQuery::new(clauses)))
 }
 
 fn unique_terms(terms: &[(usize, String)]) -> BTreeSet<&str> {

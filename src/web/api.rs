@@ -2,12 +2,13 @@
 //! errors as problem+json.
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::error::{ApiError, AppError};
+use crate::diagnose::{Confidence, Evidence, Parsed, Verdict};
 use crate::kb::Entry;
 use crate::search::{MAX_LIMIT, SearchQuery};
 
@@ -90,6 +91,114 @@ pub async fn search(
         query: query.text,
         tag: query.tag,
         hits,
+    }))
+}
+
+/// Largest `limit` a diagnosis may ask for.
+const MAX_DIAGNOSE_LIMIT: usize = 20;
+
+#[derive(Debug, Deserialize)]
+pub struct DiagnoseRequest {
+    pub text: String,
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DiagnoseResponse {
+    pub verdict: Verdict,
+    pub matches: Vec<DiagnoseMatch>,
+    /// With `no_match`: nearest entries by full text, not a diagnosis.
+    pub closest: Vec<SearchHit>,
+    pub parsed: ParsedSummary,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DiagnoseMatch {
+    pub slug: String,
+    pub title: String,
+    pub title_zh: String,
+    pub url: String,
+    pub summary: String,
+    pub score: f32,
+    pub confidence: Confidence,
+    pub evidence: Vec<Evidence>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ParsedSummary {
+    pub lines: usize,
+    pub distinct_lines: usize,
+    pub truncated: bool,
+    pub root_cause: Option<crate::diagnose::Exception>,
+    #[serde(flatten)]
+    pub parsed: Parsed,
+}
+
+pub async fn diagnose(
+    State(state): State<AppState>,
+    body: Result<Json<DiagnoseRequest>, JsonRejection>,
+) -> Result<Json<DiagnoseResponse>, ApiError> {
+    let Json(request) = body.map_err(|e| AppError::BadRequest(e.body_text()))?;
+    let limit = request.limit.unwrap_or(5);
+    if !(1..=MAX_DIAGNOSE_LIMIT).contains(&limit) {
+        return Err(AppError::Unprocessable(format!(
+            "`limit` must be from 1 to {MAX_DIAGNOSE_LIMIT}, got {limit}"
+        ))
+        .into());
+    }
+    if request.text.trim().is_empty() {
+        return Err(AppError::Unprocessable(
+            "`text` is empty: send the traceback, log or question".into(),
+        )
+        .into());
+    }
+    let d = state.diagnoser.diagnose_text(&request.text, limit)?;
+    let kb = state.index.kb();
+    let matches = d
+        .matches
+        .iter()
+        .filter_map(|m| {
+            let e = kb.get(&m.slug)?;
+            Some(DiagnoseMatch {
+                slug: m.slug.clone(),
+                title: e.title.clone(),
+                title_zh: e.title_zh.clone(),
+                url: entry_url(e),
+                summary: e.summary.clone(),
+                score: m.score,
+                confidence: m.confidence,
+                evidence: m.evidence.clone(),
+            })
+        })
+        .collect();
+    let closest = d
+        .closest
+        .iter()
+        .filter_map(|hit| {
+            let e = kb.get(&hit.slug)?;
+            Some(SearchHit {
+                slug: hit.slug.clone(),
+                title: e.title.clone(),
+                title_zh: e.title_zh.clone(),
+                url: entry_url(e),
+                summary: e.summary.clone(),
+                snippet: hit.snippet.clone(),
+                score: hit.score,
+                tags: e.tags.clone(),
+            })
+        })
+        .collect();
+    Ok(Json(DiagnoseResponse {
+        verdict: d.verdict,
+        matches,
+        closest,
+        parsed: ParsedSummary {
+            lines: d.lines,
+            distinct_lines: d.distinct_lines,
+            truncated: d.truncated,
+            root_cause: d.parsed.root_exception().cloned(),
+            parsed: d.parsed,
+        },
     }))
 }
 

@@ -14,6 +14,7 @@ use tower_http::compression::CompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
 
+use crate::diagnose::Diagnoser;
 use crate::search::SearchIndex;
 
 pub use error::AppError;
@@ -21,16 +22,19 @@ pub use error::AppError;
 /// Largest request body accepted (a paste of a long log fits).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// What every handler can reach: the knowledge base and its index.
+/// What every handler can reach: the knowledge base, its index and the diagnoser.
 #[derive(Clone, Debug)]
 pub struct AppState {
     pub index: Arc<SearchIndex>,
+    pub diagnoser: Arc<Diagnoser>,
 }
 
 impl AppState {
     pub fn new(index: SearchIndex) -> Self {
+        let index = Arc::new(index);
         AppState {
-            index: Arc::new(index),
+            diagnoser: Arc::new(Diagnoser::new(index.clone())),
+            index,
         }
     }
 }
@@ -39,6 +43,7 @@ impl AppState {
 pub fn app(state: AppState) -> Router {
     let api = Router::new()
         .route("/search", get(api::search))
+        .route("/diagnose", post(api::diagnose))
         .route("/entries", get(api::entries))
         .route("/entries/{slug}", get(api::entry))
         .fallback(api::not_found);

@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::AppState;
 use super::error::AppError;
+use crate::diagnose::{Diagnosis, Match, Verdict};
 use crate::kb::Entry;
 use crate::search::{Hit, SearchQuery};
 
@@ -122,16 +123,30 @@ pub struct DiagnoseForm {
     pub text: String,
 }
 
+/// One answer on the diagnosis page.
+pub struct MatchView<'a> {
+    pub entry: &'a Entry,
+    pub m: Match,
+    /// The entry's Fix section, shown inline for the top answer.
+    pub fix_html: Option<String>,
+}
+
 #[derive(Template)]
 #[template(path = "diagnose.html")]
 pub struct DiagnosePage<'a> {
     pub text: String,
-    pub lines: usize,
-    pub results: Vec<ResultView<'a>>,
+    pub diagnosis: Diagnosis,
+    pub matches: Vec<MatchView<'a>>,
+    pub closest: Vec<ResultView<'a>>,
 }
 
-/// The paste box's target. Until the diagnosis engine exists this answers with the
-/// entries closest to the paste by full text, and says so on the page.
+impl DiagnosePage<'_> {
+    pub fn matched(&self) -> bool {
+        self.diagnosis.verdict == Verdict::Matched
+    }
+}
+
+/// The paste box's target: the answer page for a pasted traceback or log.
 pub async fn diagnose(
     State(state): State<AppState>,
     form: Result<Form<DiagnoseForm>, FormRejection>,
@@ -142,12 +157,38 @@ pub async fn diagnose(
             "The paste is empty: paste a traceback or a log into the box.".into(),
         ));
     }
-    let hits = state.index.search(&SearchQuery::new(&form.text, None, 5))?;
+    let mut diagnosis = state.diagnoser.diagnose_text(&form.text, 5)?;
+    let kb = state.index.kb();
+    let matches = diagnosis
+        .matches
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| {
+            let entry = kb.get(&m.slug)?;
+            Some(MatchView {
+                entry,
+                m: m.clone(),
+                fix_html: (i == 0).then(|| section_html(&entry.html, "fix")).flatten(),
+            })
+        })
+        .collect();
+    let closest = result_views(&state, std::mem::take(&mut diagnosis.closest));
     render(DiagnosePage {
-        lines: form.text.lines().count(),
-        results: result_views(&state, hits),
         text: form.text,
+        diagnosis,
+        matches,
+        closest,
     })
+}
+
+/// The HTML of one `## Section` of a rendered entry body, heading excluded.
+fn section_html(html: &str, id: &str) -> Option<String> {
+    let start = html.find(&format!("<h2 id=\"{id}\">"))?;
+    let body_start = start + html[start..].find("</h2>")? + "</h2>".len();
+    let end = html[body_start..]
+        .find("<h2")
+        .map_or(html.len(), |i| body_start + i);
+    Some(html[body_start..end].trim().to_string())
 }
 
 #[derive(Template)]

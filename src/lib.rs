@@ -1,6 +1,6 @@
 //! errbook: an offline knowledge base for distributed-training failures.
 //!
-//! Dependencies point one way: `web` -> `search` -> `kb`. Only `web` knows HTTP.
+//! Dependencies point one way: `web` -> `diagnose` -> `search` -> `kb`. Only `web` knows HTTP.
 
 pub mod diagnose;
 pub mod kb;

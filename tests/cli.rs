@@ -394,3 +394,137 @@ fn weak_signatures_of_other_entries_may_fire_on_an_example() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+fn errbook_with_stdin(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_errbook"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn diagnose_reads_a_log_from_standard_input() {
+    let kb = fixture_dir();
+    let log = "[rank0]: RuntimeError: Output 0 of SliceBackward0 is a view and is being modified inplace.\n";
+    let out = errbook_with_stdin(&["diagnose", "--kb", kb.to_str().unwrap(), "-"], log);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("[view-inplace] — high confidence"), "{text}");
+    assert!(
+        text.contains("line     1:"),
+        "evidence with its line: {text}"
+    );
+}
+
+#[test]
+fn diagnose_reads_a_file_and_prints_json() {
+    let kb = fixture_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("train.log");
+    // A long log: the answer is in the last line.
+    let mut text = String::new();
+    for step in 0..5000 {
+        text.push_str(&format!(
+            "step {step} loss {:.4}\n",
+            1.0 / (step + 1) as f64
+        ));
+    }
+    text.push_str("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n");
+    std::fs::write(&log, text).unwrap();
+    let out = errbook(&[
+        "diagnose",
+        "--kb",
+        kb.to_str().unwrap(),
+        "--json",
+        log.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["verdict"], "matched");
+    assert_eq!(json["matches"][0]["slug"], "cuda-oom");
+    assert_eq!(json["matches"][0]["evidence"][0]["line"], 5001);
+}
+
+#[test]
+fn diagnose_refuses_an_empty_paste_and_a_missing_file() {
+    let kb = fixture_dir();
+    let out = errbook_with_stdin(&["diagnose", "--kb", kb.to_str().unwrap()], "\n  \n");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("empty"));
+    let out = errbook(&["diagnose", "--kb", kb.to_str().unwrap(), "/no/such.log"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such.log"));
+}
+
+#[test]
+fn eval_scores_a_labelled_folder_against_the_full_text_baseline() {
+    let kb = fixture_dir();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/eval");
+    let out = errbook(&["eval", "--kb", kb.to_str().unwrap(), dir.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "errbook diagnose : top-1 1.000  top-3 1.000  MRR 1.000  none->no_match 1.000 (1 of 1)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("full-text only   :"), "{text}");
+    assert!(
+        text.contains("none->no_match 0.000 (0 of 1)"),
+        "the baseline rejects nothing: {text}"
+    );
+    assert!(text.contains("query-en"), "per-kind figures: {text}");
+    assert!(text.contains("misses: none"), "{text}");
+}
+
+/// The bar from the diagnosis issue, on the labelled real pastes shipped beside the
+/// repository (skipped where they are not present).
+#[test]
+fn dev_set_meets_the_bar() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/eval/dev");
+    if !dir.join("manifest.tsv").exists() {
+        eprintln!("skipped: {} not present", dir.display());
+        return;
+    }
+    let kb = Path::new(env!("CARGO_MANIFEST_DIR")).join("kb");
+    let out = errbook(&["eval", "--kb", kb.to_str().unwrap(), dir.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ours = text
+        .lines()
+        .find(|l| l.starts_with("errbook diagnose"))
+        .unwrap();
+    let figure = |name: &str| -> f64 {
+        let rest = ours.split(name).nth(1).unwrap().trim_start();
+        rest.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    assert!(figure("top-1") >= 0.93, "{text}");
+    assert!(figure("none->no_match") >= 1.0, "{text}");
+}

@@ -227,3 +227,13 @@ fn error_strings_land_on_their_entries() {
         1,
     );
 }
+
+#[test]
+fn every_example_diagnoses_to_its_own_entry() {
+    let diagnoser = errbook::diagnose::Diagnoser::new(Arc::new(
+        SearchIndex::build(Arc::new(Kb::load(&kb_dir()).unwrap())).unwrap(),
+    ));
+    let problems = diagnoser.check_examples().unwrap();
+    let report: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert!(report.is_empty(), "{}", report.join("\n"));
+}

@@ -8,8 +8,6 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::normalize::normalize;
-
 /// Most lines kept from one paste; past this only error-looking lines are kept.
 const MAX_LINES: usize = 20_000;
 /// Hard cap, error-looking lines included.
@@ -119,8 +117,7 @@ impl Builder {
             prev.last = number;
             return;
         }
-        let key = normalize(&text);
-        if !self.seen.insert(key) {
+        if !self.seen.insert(dedup_key(&text)) {
             self.duplicates += 1;
             return;
         }
@@ -149,6 +146,31 @@ impl Builder {
     }
 }
 
+/// Two lines are the same line when they differ only in numbers (ranks, PIDs, thread
+/// indices, addresses): each run of digits or hex after `0x` counts as one `0`.
+fn dedup_key(text: &str) -> String {
+    let mut key = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            let hex = c == '0' && chars.peek() == Some(&'x');
+            if hex {
+                chars.next();
+            }
+            while chars
+                .peek()
+                .is_some_and(|n| n.is_ascii_digit() || (hex && n.is_ascii_hexdigit()))
+            {
+                chars.next();
+            }
+            key.push('0');
+        } else {
+            key.push(c);
+        }
+    }
+    key
+}
+
 fn cut(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
@@ -164,30 +186,48 @@ static ANSI: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)").unwrap()
 });
 
-/// Prefixes stripped from the start of a line, repeatedly: (pattern, carries a rank).
-static PREFIXES: LazyLock<Vec<Regex>> = LazyLock::new(|| {
-    [
+/// Prefixes stripped from the start of a line, repeatedly, as one alternation so each
+/// round is a single anchored search.
+static PREFIX: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(concat!(
+        "^(?:",
         // [rank3]:  [Rank 3]:  [default3]:  (torchrun --tee / --log-line-prefix-template)
-        r"^\[(?:[Rr]ank\s*|default)(\d+)\]:\s?",
+        r"\[(?:[Rr]ank\s*|default)\d+\]:\s?",
         // mpirun --tag-output: [1,0]<stderr>:
-        r"^\[\d+,(\d+)\]<std(?:out|err)>:\s?",
+        r"|\[\d+,\d+\]<std(?:out|err)>:\s?",
         // Ray workers: (pid=1234) or (RayTrainWorker pid=1234, ip=10.0.0.1)
-        r"^\((?:[\w:]+\s+)?pid=\d+(?:,\s*ip=[\d.]+)?\)\s?",
+        r"|\((?:[\w:]+\s+)?pid=\d+(?:,\s*ip=[\d.]+)?\)\s?",
         // Markdown quotes in issue text.
-        r"^>\s?",
+        r"|>\s?",
         // ISO-ish timestamps, bracketed or not: 2024-11-04 09:31:55,123 / [2024-11-04T09:31:55Z]
-        r"^\[?\d{4}-\d{2}-\d{2}[ T_]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?(?:\s*[-|]\s*|\s+)",
+        r"|\[?\d{4}-\d{2}-\d{2}[ T_]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?(?:\s*[-|]\s*|\s+)",
         // glog: E1104 09:42:17.318204512 139872 ProcessGroupNCCL.cpp:607]  (bracketed or not)
-        r"^\[?[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+(?:\d+\s+)?[\w./-]+:\d+\]\s?",
+        r"|\[?[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+(?:\d+\s+)?[\w./-]+:\d+\]\s?",
         // NCCL log lines: host:pid:tid [0] NCCL INFO ...
-        r"^[\w.-]+:\d+:\d+ \[\d+\] ",
+        r"|[\w.-]+:\d+:\d+ \[\d+\] ",
         // Python logging: INFO:root: / WARNING:torch.distributed.run:
-        r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:",
-    ]
-    .iter()
-    .map(|p| Regex::new(p).unwrap())
-    .collect()
+        r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:",
+        ")"
+    ))
+    .unwrap()
 });
+
+/// The rank named by a rank or mpirun prefix (`[rank3]:`, `[default3]:`, `[1,3]<stderr>:`).
+fn prefix_rank(prefix: &str) -> Option<u32> {
+    if !prefix.starts_with('[') {
+        return None;
+    }
+    let inner = &prefix[1..prefix.find(']')?];
+    let digits = match inner.split_once(',') {
+        Some((_, rank)) if prefix.contains("<std") => rank,
+        Some(_) => return None,
+        None if inner.starts_with(['r', 'R', 'd']) => {
+            inner.trim_start_matches(|c: char| !c.is_ascii_digit())
+        }
+        None => return None,
+    };
+    digits.parse().ok()
+}
 
 /// Strips colours and prefixes; returns the rank a prefix named, if any.
 pub fn clean(raw: &str) -> (Option<u32>, String) {
@@ -196,28 +236,21 @@ pub fn clean(raw: &str) -> (Option<u32>, String) {
     } else {
         raw.to_string()
     };
-    text.retain(|c| c != '\r' && c != '\0');
+    if text.contains(['\r', '\0']) {
+        text.retain(|c| c != '\r' && c != '\0');
+    }
     let mut rank = None;
-    for _ in 0..6 {
-        let mut stripped = false;
-        for (i, re) in PREFIXES.iter().enumerate() {
-            if let Some(caps) = re.captures(&text) {
-                let whole = caps.get(0).map_or(0, |m| m.end());
-                if whole == 0 {
-                    continue;
-                }
-                if i <= 1 {
-                    rank = caps.get(1).and_then(|m| m.as_str().parse().ok()).or(rank);
-                }
-                text.drain(..whole);
-                stripped = true;
+    let mut start = 0;
+    for _ in 0..8 {
+        match PREFIX.find(&text[start..]) {
+            Some(m) if !m.is_empty() => {
+                rank = prefix_rank(m.as_str()).or(rank);
+                start += m.end();
             }
-        }
-        if !stripped {
-            break;
+            _ => break,
         }
     }
-    (rank, text.trim_end().to_string())
+    (rank, text[start..].trim_end().to_string())
 }
 
 /// Lines that start a new record never continue a wrapped one.

@@ -18,6 +18,8 @@ const ANSWER_CANDIDATES: usize = 3;
 const TEXT_CANDIDATES: usize = 10;
 /// A paste this short is all message (a question, one traceback): all of it is queried.
 const SHORT_PASTE_LINES: usize = 40;
+/// Error-looking lines of a long paste added to the full-text query.
+const LONG_PASTE_LINES: usize = 16;
 /// Most evidence lines shown per match.
 const MAX_EVIDENCE: usize = 6;
 /// Longest evidence line shown, in characters.
@@ -182,7 +184,7 @@ pub(super) fn diagnose(
     }
 
     let query = text_query(paste, &parsed);
-    let hits = index.search(&SearchQuery::new(&query, None, TEXT_CANDIDATES))?;
+    let hits = index.rank(&SearchQuery::new(&query, None, TEXT_CANDIDATES))?;
     let top_text = hits.first().map_or(0.0, |h| h.score);
     for hit in &hits {
         if let Some(i) = kb.entries().iter().position(|e| e.slug == hit.slug) {
@@ -198,10 +200,11 @@ pub(super) fn diagnose(
         }
     }
 
+    let query_terms = index.query_terms(&query)?;
     let mut scored = Vec::with_capacity(candidates.len());
     for (entry, c) in &candidates {
         let slug = &kb.entries()[*entry].slug;
-        let term_match = index.term_match(&query, slug)?;
+        let term_match = index.term_match(&query_terms, slug)?;
         let score = STRONG * c.strong.len().min(3) as f32
             + WEAK * c.weak.len().min(2) as f32
             + if c.on_root { ON_ROOT_CAUSE } else { 0.0 }
@@ -277,7 +280,8 @@ pub(super) fn diagnose(
         }
     }
     let closest = if verdict == Verdict::NoMatch {
-        hits.into_iter().take(limit).collect()
+        // Shown to the reader, so with snippets this time.
+        index.search(&SearchQuery::new(&query, None, limit))?
     } else {
         Vec::new()
     };
@@ -338,7 +342,10 @@ fn text_query(paste: &Paste, parsed: &Parsed) -> String {
             add_exception(e, &mut parts);
         }
     }
+    // A short paste is all message; of a long log, only a few error-looking lines
+    // beyond the exceptions (the query must stay about the failure, and cheap).
     let short = paste.lines.len() <= SHORT_PASTE_LINES;
+    let budget = if short { 60 } else { LONG_PASTE_LINES };
     for (i, line) in paste.lines.iter().enumerate() {
         let t = line.text.trim();
         if used[i] || t.starts_with("File \"") || t.contains("NCCL INFO") {
@@ -347,7 +354,7 @@ fn text_query(paste: &Paste, parsed: &Parsed) -> String {
         if short || looks_like_error(t) {
             parts.push(t.to_string());
         }
-        if parts.len() > 60 {
+        if parts.len() > budget {
             break;
         }
     }

@@ -88,6 +88,15 @@ pub struct SearchIndex {
     quoting: PhraseIndex,
 }
 
+/// A text's distinct analysed terms and their weights (see `SearchIndex::query_terms`).
+#[derive(Debug, Clone, Default)]
+pub struct QueryTerms {
+    terms: Vec<String>,
+    weights: Vec<f32>,
+    /// Whether any entry uses the term at all.
+    known: Vec<bool>,
+}
+
 /// How much of a text's vocabulary one entry shares (see `SearchIndex::term_match`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TermMatch {
@@ -155,6 +164,15 @@ impl SearchIndex {
 
     /// Ranked hits for `query`. An empty query lists the tag's entries (or nothing).
     pub fn search(&self, query: &SearchQuery) -> Result<Vec<Hit>, SearchError> {
+        self.run(query, true)
+    }
+
+    /// Like `search`, without snippets (empty): for ranking only.
+    pub fn rank(&self, query: &SearchQuery) -> Result<Vec<Hit>, SearchError> {
+        self.run(query, false)
+    }
+
+    fn run(&self, query: &SearchQuery, with_snippets: bool) -> Result<Vec<Hit>, SearchError> {
         let text_query = self.text_query(&query.text);
         let filtered: Box<dyn Query> = match (&query.tag, text_query) {
             (None, None) => return Ok(Vec::new()),
@@ -181,7 +199,11 @@ impl SearchIndex {
             &stats,
         )?;
 
-        let generators = self.snippet_generators(&searcher, &*filtered)?;
+        let generators = if with_snippets {
+            self.snippet_generators(&searcher, &*filtered)?
+        } else {
+            Vec::new()
+        };
 
         let mut hits = Vec::with_capacity(top.len());
         for (score, address) in top {
@@ -192,7 +214,11 @@ impl SearchIndex {
             let Some(entry) = self.kb.get(slug) else {
                 continue;
             };
-            let (snippet, snippet_html) = snippet(&generators, entry);
+            let (snippet, snippet_html) = if with_snippets {
+                snippet(&generators, entry)
+            } else {
+                (String::new(), String::new())
+            };
             hits.push(Hit {
                 slug: slug.to_string(),
                 score,
@@ -203,44 +229,57 @@ impl SearchIndex {
         Ok(hits)
     }
 
-    /// How much of `text`'s vocabulary the entry `slug` shares: each distinct term of the
-    /// text weighs its idf across the knowledge base (a term no entry uses weighs as
-    /// much as the rarest), so sharing only common words scores low.
-    pub fn term_match(&self, text: &str, slug: &str) -> Result<TermMatch, SearchError> {
-        let Some(&address) = self.addresses.get(slug) else {
-            return Ok(TermMatch::default());
-        };
+    /// The distinct terms of `text` with their idf across the knowledge base (a term no
+    /// entry uses weighs as much as the rarest), for `term_match` against many entries.
+    pub fn query_terms(&self, text: &str) -> Result<QueryTerms, SearchError> {
         let terms = self.distinct_terms(text);
         let searcher = self.reader.searcher();
         let n = Bm25StatisticsProvider::total_num_docs(&searcher)? as f32;
-        let idf = |df: f32| (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+        let mut weights = Vec::with_capacity(terms.len());
+        let mut known = Vec::with_capacity(terms.len());
+        for term in &terms {
+            let df = searcher.doc_freq(&Term::from_field_text(self.fields.all.words, term))? as f32;
+            weights.push((1.0 + (n - df.max(1.0) + 0.5) / (df.max(1.0) + 0.5)).ln());
+            known.push(df > 0.0);
+        }
+        Ok(QueryTerms {
+            terms,
+            weights,
+            known,
+        })
+    }
+
+    /// How much of a text's vocabulary (`query_terms`) the entry `slug` shares, so
+    /// sharing only common words scores low.
+    pub fn term_match(&self, query: &QueryTerms, slug: &str) -> Result<TermMatch, SearchError> {
+        let Some(&address) = self.addresses.get(slug) else {
+            return Ok(TermMatch::default());
+        };
+        let searcher = self.reader.searcher();
         let segment = searcher.segment_reader(address.segment_ord);
         let inverted = segment.inverted_index(self.fields.all.words)?;
-        let mut total = 0.0;
+        let total: f32 = query.weights.iter().sum();
         let mut found = 0.0;
-        let mut matched: Vec<(f32, String)> = Vec::new();
-        for term in &terms {
-            let t = Term::from_field_text(self.fields.all.words, term);
-            let df = searcher.doc_freq(&t)? as f32;
-            let weight = idf(df.max(1.0));
-            total += weight;
-            if df == 0.0 {
+        let mut matched: Vec<(f32, &str)> = Vec::new();
+        for ((term, &weight), &known) in query.terms.iter().zip(&query.weights).zip(&query.known) {
+            if !known {
                 continue;
             }
+            let t = Term::from_field_text(self.fields.all.words, term);
             // `seek` may only move forward: a list may already start past the target.
             if let Some(mut postings) = inverted.read_postings(&t, IndexRecordOption::Basic)?
                 && postings.doc() <= address.doc_id
                 && postings.seek(address.doc_id) == address.doc_id
             {
                 found += weight;
-                matched.push((weight, term.clone()));
+                matched.push((weight, term));
             }
         }
-        matched.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        matched.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
         Ok(TermMatch {
             coverage: if total > 0.0 { found / total } else { 0.0 },
-            matched: matched.into_iter().map(|(_, t)| t).collect(),
-            terms: terms.len(),
+            matched: matched.into_iter().map(|(_, t)| t.to_string()).collect(),
+            terms: query.terms.len(),
         })
     }
 
@@ -255,24 +294,18 @@ impl SearchIndex {
     /// distinct terms found in the best passage, 0..=1. Words scattered over a long
     /// entry do not count; a message the entry quotes does.
     pub fn explains(&self, text: &str, slug: &str) -> Result<f32, SearchError> {
-        let terms = self.distinct_terms(text);
-        if terms.is_empty() {
+        let query = self.query_terms(text)?;
+        let total: f32 = query.weights.iter().sum();
+        if total <= 0.0 {
             return Ok(0.0);
         }
-        let searcher = self.reader.searcher();
-        let n = Bm25StatisticsProvider::total_num_docs(&searcher)? as f32;
-        let mut weights = Vec::with_capacity(terms.len());
-        for term in &terms {
-            let df = searcher.doc_freq(&Term::from_field_text(self.fields.all.words, term))? as f32;
-            weights.push((1.0 + (n - df.max(1.0) + 0.5) / (df.max(1.0) + 0.5)).ln());
-        }
-        let total: f32 = weights.iter().sum();
         let mut best = 0.0f32;
         for passage in self.quoting.passages(text, slug)? {
             let words: BTreeSet<String> = self.words(&passage).into_iter().collect();
-            let found: f32 = terms
+            let found: f32 = query
+                .terms
                 .iter()
-                .zip(&weights)
+                .zip(&query.weights)
                 .filter(|(t, _)| words.contains(*t))
                 .map(|(_, w)| w)
                 .sum();

@@ -1,0 +1,247 @@
+//! Diagnosis through the HTTP surface: the answer page and `POST /api/v1/diagnose`,
+//! over the fixture entries, with the kinds of pastes people really send.
+
+mod common;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use common::{Reply, encode, post_form, send};
+use serde_json::{Value, json};
+
+async fn post_json(body: &str) -> Reply {
+    send(
+        Request::post("/api/v1/diagnose")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap(),
+    )
+    .await
+}
+
+async fn diagnose(text: &str) -> Value {
+    let reply = post_json(&json!({ "text": text, "limit": 3 }).to_string()).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    reply.json()
+}
+
+fn top(d: &Value) -> &str {
+    d["matches"][0]["slug"].as_str().unwrap_or("no_match")
+}
+
+const MULTI_RANK: &str = "\
+W1104 09:31:55.123000 139872 torch/distributed/run.py:779] Setting OMP_NUM_THREADS environment variable for each process to be 1
+[rank1]: Traceback (most recent call last):
+[rank1]:   File \"/work/train.py\", line 88, in <module>
+[rank1]:     model = DDP(model, device_ids=[local_rank])
+[rank1]: RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1191, invalid usage, NCCL version 2.10.3
+[rank1]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.
+[rank0]: Traceback (most recent call last):
+[rank0]:   File \"/work/train.py\", line 88, in <module>
+[rank0]:     model = DDP(model, device_ids=[local_rank])
+[rank0]: RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1191, invalid usage, NCCL version 2.10.3
+[rank0]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.
+";
+
+#[tokio::test]
+async fn api_answers_with_verdict_matches_evidence_and_what_it_parsed() {
+    let d = diagnose(MULTI_RANK).await;
+    assert_eq!(d["verdict"], "matched");
+    let m = &d["matches"][0];
+    assert_eq!(m["slug"], "nccl-invalid-usage");
+    assert_eq!(
+        m["title"],
+        "NCCL invalid usage when the model sits on another GPU"
+    );
+    assert_eq!(m["url"], "/entries/nccl-invalid-usage");
+    assert!(m["summary"].as_str().unwrap().starts_with("DDP was given"));
+    assert!(m["score"].as_f64().unwrap() > 0.0);
+    assert_eq!(m["confidence"], "high");
+    let evidence = m["evidence"].as_array().unwrap();
+    assert!(
+        evidence.iter().any(|e| e["line"] == 6
+            && e["signature"] == "ncclInvalidUsage"
+            && e["kind"] == "signature"),
+        "evidence points at paste line 6: {evidence:?}"
+    );
+    let parsed = &d["parsed"];
+    assert_eq!(parsed["lines"], 11);
+    assert!(
+        parsed["distinct_lines"].as_u64().unwrap() < 11,
+        "ranks' copies deduplicated"
+    );
+    assert_eq!(parsed["root_cause"]["type"], "RuntimeError");
+    assert!(
+        parsed["error_codes"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("ncclInvalidUsage"))
+    );
+    assert!(
+        parsed["versions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("NCCL 2.10.3"))
+    );
+}
+
+#[tokio::test]
+async fn the_root_cause_beats_the_launcher_wrapper() {
+    let paste = "\
+[rank2]: RuntimeError: Output 0 of SliceBackward0 is a view and is being modified inplace.
+Traceback (most recent call last):
+  File \"/opt/conda/bin/torchrun\", line 8, in <module>
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-05-19_16:39:58
+  host      : node-3
+  rank      : 2 (local_rank: 2)
+  exitcode  : 1 (pid: 78970)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================";
+    let d = diagnose(paste).await;
+    assert_eq!(top(&d), "view-inplace", "{d}");
+    assert_eq!(d["parsed"]["first_failure"]["rank"], 2);
+    assert_eq!(d["parsed"]["root_cause"]["rank"], 2);
+}
+
+#[tokio::test]
+async fn the_launcher_box_alone_gets_the_launcher_entry() {
+    let d = diagnose(
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n====\ntrain.py FAILED",
+    )
+    .await;
+    assert_eq!(top(&d), "launcher-wrapper");
+}
+
+#[tokio::test]
+async fn a_line_wrapped_by_the_terminal_still_matches() {
+    let long = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 23.69 GiB total capacity; 16.12 GiB already allocated; 374.94 MiB free; 19.00 GiB reserved in total by PyTor";
+    let paste = format!(
+        "{long}\nch) If reserved memory is >> allocated memory try setting max_split_size_mb"
+    );
+    let d = diagnose(&paste).await;
+    assert_eq!(top(&d), "cuda-oom");
+    assert_eq!(
+        d["parsed"]["distinct_lines"], 1,
+        "two screen lines, one message"
+    );
+}
+
+#[tokio::test]
+async fn a_question_in_words_is_answered_from_full_text() {
+    let d =
+        diagnose("why does GPU 0 use more memory than the other GPUs when I load a checkpoint?")
+            .await;
+    assert_eq!(d["verdict"], "matched");
+    assert_eq!(top(&d), "gpu0-imbalance");
+    assert_ne!(
+        d["matches"][0]["confidence"], "high",
+        "words alone are never high confidence"
+    );
+    let d = diagnose("多卡训练 0 号卡显存不均衡").await;
+    assert_eq!(top(&d), "gpu0-imbalance");
+}
+
+#[tokio::test]
+async fn an_unrelated_error_is_no_match_with_closest_entries() {
+    let paste = "Traceback (most recent call last):\n  File \"app.py\", line 3, in <module>\n    render()\ndjango.template.exceptions.TemplateSyntaxError: Invalid block tag on line 7: 'static', expected 'endblock'. Did you forget to register or load this tag?";
+    let d = diagnose(paste).await;
+    assert_eq!(d["verdict"], "no_match", "{d}");
+    assert_eq!(d["matches"].as_array().unwrap().len(), 0);
+    assert_eq!(d["parsed"]["root_cause"]["type"], "TemplateSyntaxError");
+}
+
+#[tokio::test]
+async fn limit_caps_the_matches() {
+    let reply = post_json(&json!({ "text": MULTI_RANK, "limit": 1 }).to_string()).await;
+    assert_eq!(reply.json()["matches"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn bad_requests_are_problem_json() {
+    for (body, status, needle) in [
+        ("{not json", StatusCode::BAD_REQUEST, ""),
+        (r#"{"limit": 3}"#, StatusCode::BAD_REQUEST, "text"),
+        (
+            r#"{"text": "   "}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "empty",
+        ),
+        (
+            r#"{"text": "x", "limit": 0}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "limit",
+        ),
+        (
+            r#"{"text": "x", "limit": 500}"#,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "limit",
+        ),
+    ] {
+        let reply = post_json(body).await;
+        assert_eq!(reply.status, status, "{body}: {}", reply.body);
+        assert_eq!(reply.content_type(), "application/problem+json");
+        assert!(
+            reply.json()["detail"].as_str().unwrap().contains(needle),
+            "{body}: {}",
+            reply.body
+        );
+    }
+}
+
+#[tokio::test]
+async fn answer_page_shows_verdict_fix_and_highlighted_evidence() {
+    let page = post_form("/diagnose", &format!("text={}", encode(MULTI_RANK))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let b = &page.body;
+    assert!(b.contains("Diagnosis: high confidence"), "{b}");
+    assert!(b.contains(r#"<a href="/entries/nccl-invalid-usage">NCCL invalid usage when the model sits on another GPU</a>"#));
+    assert!(b.contains("<section class=\"fix\">"), "fix inline");
+    assert!(
+        b.contains("torch.cuda.set_device(local_rank)"),
+        "the fix's steps are on the page"
+    );
+    assert!(
+        b.contains(r#"<td class="line-no">6</td>"#),
+        "evidence with its paste line number"
+    );
+    assert!(
+        b.contains("<mark>ncclInvalidUsage</mark>"),
+        "matched text highlighted"
+    );
+    assert!(
+        b.contains("Root cause: <code>RuntimeError: NCCL error in"),
+        "what was understood"
+    );
+}
+
+#[tokio::test]
+async fn answer_page_says_plainly_when_nothing_matches() {
+    let paste = "Traceback (most recent call last):\nnumpy.core._exceptions.UFuncTypeError: Cannot cast ufunc 'add' output from dtype('float64') to dtype('int64')";
+    let page = post_form("/diagnose", &format!("text={}", encode(paste))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains("No known problem matches"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("Diagnosis:"));
+}
+
+#[tokio::test]
+async fn answer_page_escapes_the_paste() {
+    let page = post_form(
+        "/diagnose",
+        &format!(
+            "text={}",
+            encode("<script>alert(1)</script> ncclInvalidUsage")
+        ),
+    )
+    .await;
+    assert!(!page.body.contains("<script>alert(1)"));
+}

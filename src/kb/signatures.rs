@@ -144,33 +144,23 @@ impl SignatureSet {
 /// strings long enough to be selective (the regex then runs on every text).
 fn required_literals(pattern: &str) -> Option<Vec<Vec<u8>>> {
     let hir = regex_syntax::parse(pattern).ok()?;
-    let usable = |mut seq: Seq| -> Option<Vec<Vec<u8>>> {
-        seq.optimize_for_prefix_by_preference();
-        let literals = seq.literals()?;
-        if literals.is_empty()
-            || literals
-                .iter()
-                .any(|l| l.as_bytes().len() < MIN_PREFILTER_LEN)
-        {
-            return None;
+    let literals = |kind: ExtractKind| -> Option<Vec<Vec<u8>>> {
+        let mut seq: Seq = Extractor::new()
+            .kind(kind.clone())
+            .limit_total(64)
+            .extract(&hir);
+        match kind {
+            ExtractKind::Suffix => seq.optimize_for_suffix_by_preference(),
+            _ => seq.optimize_for_prefix_by_preference(),
         }
-        Some(literals.iter().map(|l| l.as_bytes().to_vec()).collect())
+        let literals = seq.literals()?;
+        let selective = !literals.is_empty()
+            && literals
+                .iter()
+                .all(|l| l.as_bytes().len() >= MIN_PREFILTER_LEN);
+        selective.then(|| literals.iter().map(|l| l.as_bytes().to_vec()).collect())
     };
-    let mut extractor = Extractor::new();
-    extractor.limit_total(64);
-    usable(extractor.kind(ExtractKind::Prefix).extract(&hir)).or_else(|| {
-        let mut seq = extractor.kind(ExtractKind::Suffix).extract(&hir);
-        seq.optimize_for_suffix_by_preference();
-        let literals = seq.literals()?;
-        if literals.is_empty()
-            || literals
-                .iter()
-                .any(|l| l.as_bytes().len() < MIN_PREFILTER_LEN)
-        {
-            return None;
-        }
-        Some(literals.iter().map(|l| l.as_bytes().to_vec()).collect())
-    })
+    literals(ExtractKind::Prefix).or_else(|| literals(ExtractKind::Suffix))
 }
 
 #[cfg(test)]

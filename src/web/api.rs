@@ -10,7 +10,7 @@ use super::AppState;
 use super::error::{ApiError, AppError};
 use crate::diagnose::{Confidence, Evidence, Parsed, Verdict};
 use crate::kb::Entry;
-use crate::search::{MAX_LIMIT, SearchQuery};
+use crate::search::{Hit, MAX_LIMIT, SearchQuery};
 
 const DEFAULT_LIMIT: usize = 10;
 
@@ -38,6 +38,21 @@ pub struct SearchHit {
     pub snippet: String,
     pub score: f32,
     pub tags: Vec<String>,
+}
+
+impl SearchHit {
+    fn new(hit: Hit, entry: &Entry) -> Self {
+        SearchHit {
+            slug: hit.slug,
+            title: entry.title.clone(),
+            title_zh: entry.title_zh.clone(),
+            url: entry_url(entry),
+            summary: entry.summary.clone(),
+            snippet: hit.snippet,
+            score: hit.score,
+            tags: entry.tags.clone(),
+        }
+    }
 }
 
 pub async fn search(
@@ -75,16 +90,7 @@ pub async fn search(
         .into_iter()
         .filter_map(|hit| {
             let entry = kb.get(&hit.slug)?;
-            Some(SearchHit {
-                slug: hit.slug,
-                title: entry.title.clone(),
-                title_zh: entry.title_zh.clone(),
-                url: entry_url(entry),
-                summary: entry.summary.clone(),
-                snippet: hit.snippet,
-                score: hit.score,
-                tags: entry.tags.clone(),
-            })
+            Some(SearchHit::new(hit, entry))
         })
         .collect();
     Ok(Json(SearchResponse {
@@ -174,19 +180,7 @@ pub async fn diagnose(
     let closest = d
         .closest
         .iter()
-        .filter_map(|hit| {
-            let e = kb.get(&hit.slug)?;
-            Some(SearchHit {
-                slug: hit.slug.clone(),
-                title: e.title.clone(),
-                title_zh: e.title_zh.clone(),
-                url: entry_url(e),
-                summary: e.summary.clone(),
-                snippet: hit.snippet.clone(),
-                score: hit.score,
-                tags: e.tags.clone(),
-            })
-        })
+        .filter_map(|hit| Some(SearchHit::new(hit.clone(), kb.get(&hit.slug)?)))
         .collect();
     Ok(Json(DiagnoseResponse {
         verdict: d.verdict,

@@ -102,14 +102,24 @@ impl Builder {
         self.total += 1;
         let number = self.total;
         let raw = cut(raw, MAX_LINE_BYTES);
+        // Past the line budget, only error-looking lines are worth cleaning at all.
+        if self.lines.len() >= MAX_LINES && !looks_like_error(raw) {
+            self.truncated = true;
+            return;
+        }
         let raw_chars = raw.chars().count();
         let (rank, text) = clean(raw);
         if text.trim().is_empty() {
             return;
         }
-        // Wrapped continuation: glue to the previous line before deduplicating.
+        // Wrapped continuation: glue to the previous line before deduplicating. A line
+        // that carried a prefix (rank, timestamp) starts a record of its own, and a
+        // joined line never grows past the line limit.
+        let had_prefix = text.len() < raw.trim().len();
         if let Some(prev) = self.lines.last_mut()
+            && !had_prefix
             && prev.last + 1 == number
+            && prev.text.len() + text.len() <= MAX_LINE_BYTES
             && is_wrapped(prev, &text)
         {
             prev.text.push_str(&text);
@@ -360,6 +370,20 @@ mod tests {
         );
         assert!(paste.lines[0].text.contains("same set of parameters"));
         assert_eq!(paste.lines[1].number, 4);
+    }
+
+    #[test]
+    fn prefixed_lines_are_records_of_their_own() {
+        // Long lines ending in a word, each with a rank prefix: not a wrapped line.
+        let a = format!(
+            "[rank0]: epoch 0 step 1 loss 0.4 {} sample id 21ab5a3d",
+            "x".repeat(80)
+        );
+        let b = format!(
+            "[rank1]: epoch 0 step 2 loss 0.7 {} sample id 9f3c",
+            "y".repeat(80)
+        );
+        assert_eq!(Paste::from_text(&format!("{a}\n{b}")).lines.len(), 2);
     }
 
     #[test]

@@ -20,6 +20,8 @@ const TEXT_CANDIDATES: usize = 10;
 const SHORT_PASTE_LINES: usize = 40;
 /// Error-looking lines of a long paste added to the full-text query.
 const LONG_PASTE_LINES: usize = 16;
+/// Paste lines searched for text evidence.
+const EVIDENCE_LINES: usize = 200;
 /// Most evidence lines shown per match.
 const MAX_EVIDENCE: usize = 6;
 /// Longest evidence line shown, in characters.
@@ -256,6 +258,11 @@ pub(super) fn diagnose(
     };
 
     let mut matches = Vec::new();
+    let line_words = if verdict == Verdict::Matched {
+        analysed_lines(index, paste)
+    } else {
+        Vec::new()
+    };
     if verdict == Verdict::Matched {
         let second = scored
             .get(1)
@@ -269,7 +276,7 @@ pub(super) fn diagnose(
             } else {
                 Confidence::Low
             };
-            let evidence = evidence(index, paste, &query, c, &kb.entries()[*entry], &tm.matched);
+            let evidence = evidence(paste, &line_words, c, &kb.entries()[*entry], &tm.matched);
             matches.push(Match {
                 slug: kb.entries()[*entry].slug.clone(),
                 score: *score,
@@ -382,10 +389,23 @@ fn text_query(paste: &Paste, parsed: &Parsed) -> String {
     query_words(&parts.join("\n"))
 }
 
+/// The lines text evidence is looked for in (all of a short paste, the error-looking
+/// lines of a long one, at most `EVIDENCE_LINES`), each analysed once.
+fn analysed_lines(index: &SearchIndex, paste: &Paste) -> Vec<(usize, Vec<String>)> {
+    let short = paste.lines.len() <= SHORT_PASTE_LINES;
+    paste
+        .lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| short || looks_like_error(&l.text))
+        .take(EVIDENCE_LINES)
+        .map(|(i, l)| (i, index.words(&query_words(&l.text))))
+        .collect()
+}
+
 fn evidence(
-    index: &SearchIndex,
     paste: &Paste,
-    query: &str,
+    line_words: &[(usize, Vec<String>)],
     c: &Candidate,
     entry: &crate::kb::Entry,
     matched_terms: &[String],
@@ -419,11 +439,11 @@ fn evidence(
         // No signature: show the lines that share the most of the entry's rare words.
         let wanted: Vec<&String> = matched_terms.iter().take(12).collect();
         let mut scored: Vec<(usize, usize, Vec<String>)> = Vec::new();
-        for (i, line) in paste.lines.iter().enumerate() {
+        for (i, words) in line_words {
+            let i = *i;
             if signature_lines.contains(&i) {
                 continue;
             }
-            let words = index.words(&query_words(&line.text));
             let shared: Vec<String> = wanted
                 .iter()
                 .filter(|t| words.contains(t))
@@ -445,7 +465,6 @@ fn evidence(
                 span: None,
             });
         }
-        let _ = query;
     }
     out.sort_by_key(|e| e.line);
     out

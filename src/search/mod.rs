@@ -344,7 +344,19 @@ impl SearchIndex {
             .parts()
             .map(|(part, fields)| (part.boost(), fields))
             .collect();
-        terms_query(&self.index, &parts, text)
+        let searcher = self.reader.searcher();
+        let all = self.fields.all;
+        let known = |field_kind: FieldKind, term: &str| {
+            let field = match field_kind {
+                FieldKind::Words => all.words,
+                FieldKind::Ident => all.ident,
+                FieldKind::Gram => all.gram,
+            };
+            searcher
+                .doc_freq(&Term::from_field_text(field, term))
+                .map_or(true, |df| df > 0)
+        };
+        terms_query(&self.index, &parts, text, &known)
     }
 
     /// One snippet generator per analyzer, highlighting the query's terms from every
@@ -504,7 +516,20 @@ fn document(fields: &Fields, analyzers: &mut Analyzers, entry: &Entry) -> Tantiv
 /// best part plus a little for the others, so a common word repeated in every part
 /// cannot outweigh a rare word matched once: the entry that matches more of the query
 /// wins. `None` when the text has no searchable term.
-fn terms_query(index: &Index, parts: &[(f32, PartFields)], text: &str) -> Option<Box<dyn Query>> {
+/// Which analyzer a term came from.
+#[derive(Clone, Copy)]
+enum FieldKind {
+    Words,
+    Ident,
+    Gram,
+}
+
+fn terms_query(
+    index: &Index,
+    parts: &[(f32, PartFields)],
+    text: &str,
+    known: &dyn Fn(FieldKind, &str) -> bool,
+) -> Option<Box<dyn Query>> {
     let analyze = |name: &str| {
         let Some(mut analyzer) = index.tokenizers().get(name) else {
             return Vec::new();
@@ -519,6 +544,7 @@ fn terms_query(index: &Index, parts: &[(f32, PartFields)], text: &str) -> Option
     if words.is_empty() && idents.is_empty() && grams.is_empty() {
         return None;
     }
+
     let best_part = |make: &dyn Fn(&PartFields) -> Box<dyn Query>, weight: f32| {
         let disjuncts = parts
             .iter()
@@ -535,18 +561,30 @@ fn terms_query(index: &Index, parts: &[(f32, PartFields)], text: &str) -> Option
         )
     };
 
+    // Terms no entry uses cannot score: no clause for them (the costly part of a query
+    // is building each clause).
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    let mut all_known = true;
     for term in unique_terms(&words) {
+        if !known(FieldKind::Words, term) {
+            all_known = false;
+            continue;
+        }
         clauses.push(best_part(&|f| term_query(f.words, term), 1.0));
     }
-    if (2..=MAX_PHRASE_TERMS).contains(&words.len()) {
+    if all_known && (2..=MAX_PHRASE_TERMS).contains(&words.len()) {
         // The words in order: an error string typed as written ranks its entry first.
         clauses.push(best_part(&|f| phrase_query(f.words, &words), 2.0));
     }
     for term in unique_terms(&idents) {
-        clauses.push(best_part(&|f| term_query(f.ident, term), 0.4));
+        if known(FieldKind::Ident, term) {
+            clauses.push(best_part(&|f| term_query(f.ident, term), 0.4));
+        }
     }
     for run in &grams {
+        if !run.iter().all(|g| known(FieldKind::Gram, g)) {
+            continue;
+        }
         if run.len() == 1 {
             clauses.push(best_part(&|f| term_query(f.gram, &run[0]), 0.8));
         } else {

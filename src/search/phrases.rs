@@ -156,7 +156,7 @@ impl PhraseIndex {
             fields.ident = fields.words;
             fields.gram = fields.words;
         }
-        terms_query(&self.index, &[(1.0, fields)], text)
+        terms_query(&self.index, &[(1.0, fields)], text, &|_, _| true)
     }
 
     /// Entries whose best passage matches `text`, with that passage's score, best first.

@@ -9,7 +9,7 @@ mod rank;
 
 use std::sync::Arc;
 
-use crate::kb::{Problem, SignatureSet};
+use crate::kb::Problem;
 use crate::search::{SearchError, SearchIndex};
 
 pub use normalize::{normalize, query_words};
@@ -17,10 +17,9 @@ pub use parse::{Exception, Frame, Parsed, RootCause, parse};
 pub use paste::{Line, Paste};
 pub use rank::{Confidence, Diagnosis, Evidence, EvidenceKind, Match, Verdict};
 
-/// The knowledge base ready for diagnosis: its index plus every signature compiled once.
+/// The knowledge base ready for diagnosis: its index, whose `Kb` holds the signatures.
 pub struct Diagnoser {
     index: Arc<SearchIndex>,
-    signatures: SignatureSet,
 }
 
 impl std::fmt::Debug for Diagnoser {
@@ -33,8 +32,7 @@ impl std::fmt::Debug for Diagnoser {
 
 impl Diagnoser {
     pub fn new(index: Arc<SearchIndex>) -> Diagnoser {
-        let signatures = SignatureSet::new(index.kb().entries());
-        Diagnoser { index, signatures }
+        Diagnoser { index }
     }
 
     pub fn index(&self) -> &SearchIndex {
@@ -43,7 +41,7 @@ impl Diagnoser {
 
     /// Diagnoses a paste: up to `limit` ranked matches, or `no_match`.
     pub fn diagnose(&self, paste: &Paste, limit: usize) -> Result<Diagnosis, SearchError> {
-        rank::diagnose(&self.index, &self.signatures, paste, limit)
+        rank::diagnose(&self.index, paste, limit)
     }
 
     pub fn diagnose_text(&self, text: &str, limit: usize) -> Result<Diagnosis, SearchError> {

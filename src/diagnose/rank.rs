@@ -9,7 +9,6 @@ use serde::Serialize;
 use super::normalize::query_words;
 use super::parse::{Parsed, parse};
 use super::paste::{Paste, looks_like_error};
-use crate::kb::SignatureSet;
 use crate::search::{Hit, SearchError, SearchIndex, SearchQuery};
 
 /// Candidates considered for the answer, best-scored first.
@@ -154,7 +153,6 @@ struct Candidate {
 
 pub(super) fn diagnose(
     index: &SearchIndex,
-    signatures: &SignatureSet,
     paste: &Paste,
     limit: usize,
 ) -> Result<Diagnosis, SearchError> {
@@ -165,7 +163,7 @@ pub(super) fn diagnose(
     let root_lines = root_line_range(&parsed);
 
     let mut candidates: BTreeMap<usize, Candidate> = BTreeMap::new();
-    for m in signatures.matches(&text) {
+    for m in kb.signatures().matches(&text) {
         let c = candidates.entry(m.entry).or_default();
         let line = line_of(m.start);
         let line_start = starts[line];
@@ -221,6 +219,10 @@ pub(super) fn diagnose(
         .root_exception()
         .filter(|e| !e.wrapper)
         .map(|e| query_words(&format!("{} {}", e.kind, e.message)));
+    let root_terms = root_text
+        .as_deref()
+        .map(|t| index.query_terms(t))
+        .transpose()?;
     // The answer is the best-scored candidate that the evidence supports; among the
     // top few, so a candidate with a weaker claim cannot hide a well-supported one.
     let mut answer = None;
@@ -228,10 +230,10 @@ pub(super) fn diagnose(
         let c = &candidates[entry];
         let answerable = if !c.strong.is_empty() {
             true
-        } else if let Some(root_text) = &root_text {
+        } else if let (Some(root_text), Some(root_terms)) = (&root_text, &root_terms) {
             // An error the entry does not explain is not its problem, however similar
             // the rest of the log looks.
-            let explained = index.explains(root_text, &kb.entries()[*entry].slug)?;
+            let explained = index.explains(root_terms, root_text, &kb.entries()[*entry].slug)?;
             let needed = if c.weak.is_empty() {
                 ROOT_MESSAGE_COVERAGE
             } else {

@@ -68,13 +68,6 @@ impl Signature {
         }
     }
 
-    pub fn is_match(&self, text: &str) -> bool {
-        match &self.kind {
-            SignatureKind::Literal(s) => text.contains(s.as_str()),
-            SignatureKind::Regex(r) => r.is_match(text),
-        }
-    }
-
     /// Words a full-text index can use: regex syntax such as `\d+` or `(a|b)` is blanked
     /// out so that only the literal words of a pattern are indexed.
     pub fn searchable_text(&self) -> String {

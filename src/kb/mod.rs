@@ -69,12 +69,14 @@ impl fmt::Display for ProblemList<'_> {
     }
 }
 
-/// A validated knowledge base: entries sorted by slug, with lookups by slug and tag.
-#[derive(Debug, Default)]
+/// A validated knowledge base: entries sorted by slug, with lookups by slug and tag and
+/// all signatures compiled into one matcher.
+#[derive(Debug)]
 pub struct Kb {
     entries: Vec<Entry>,
     by_slug: HashMap<String, usize>,
     tags: BTreeMap<String, Vec<usize>>,
+    signatures: SignatureSet,
 }
 
 impl Kb {
@@ -108,19 +110,31 @@ impl Kb {
                 "no entries found (expected *.md files)",
             ));
         }
+        // In slug order, the order the knowledge base keeps, so the signature set built
+        // for the checks is the one it keeps too.
+        entries.sort_by(|a, b| a.entry.slug.cmp(&b.entry.slug));
+        let signatures = SignatureSet::new(entries.iter().map(|p| &p.entry));
         problems.extend(cross_check(&entries));
+        problems.extend(check_examples(&entries, &signatures));
         if !problems.is_empty() {
             problems.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
             return Err(LoadError::Invalid { problems });
         }
-        Ok(Kb::from_entries(
+        Ok(Kb::assemble(
             entries.into_iter().map(|p| p.entry).collect(),
+            signatures,
         ))
     }
 
     /// Builds a knowledge base from entries that are already valid.
     pub fn from_entries(mut entries: Vec<Entry>) -> Kb {
         entries.sort_by(|a, b| a.slug.cmp(&b.slug));
+        let signatures = SignatureSet::new(&entries);
+        Kb::assemble(entries, signatures)
+    }
+
+    /// `entries` sorted by slug, and the signature set built from them in that order.
+    fn assemble(entries: Vec<Entry>, signatures: SignatureSet) -> Kb {
         let by_slug = entries
             .iter()
             .enumerate()
@@ -136,7 +150,13 @@ impl Kb {
             entries,
             by_slug,
             tags,
+            signatures,
         }
+    }
+
+    /// Every entry's signatures as one matcher; match indexes are `entries()` indexes.
+    pub fn signatures(&self) -> &SignatureSet {
+        &self.signatures
     }
 
     pub fn entries(&self) -> &[Entry] {
@@ -195,8 +215,7 @@ fn markdown_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
     Ok(out)
 }
 
-/// Checks that need every entry at once: duplicate slugs, dangling `related` links, and
-/// examples that must be recognised by their own entry's signatures and by no other's.
+/// Checks that need every entry at once: duplicate slugs and dangling `related` links.
 fn cross_check(entries: &[entry::Parsed]) -> Vec<Problem> {
     let mut problems = Vec::new();
     let mut first_seen: HashMap<&str, &entry::Parsed> = HashMap::new();
@@ -226,15 +245,12 @@ fn cross_check(entries: &[entry::Parsed]) -> Vec<Problem> {
             }
         }
     }
-    problems.extend(check_examples(entries));
     problems
 }
 
 /// Each example must contain one of its own entry's signatures, and no strong signature
 /// of another entry may fire on it: otherwise the example documents an ambiguity.
-fn check_examples(parsed: &[entry::Parsed]) -> Vec<Problem> {
-    let entries: Vec<Entry> = parsed.iter().map(|p| p.entry.clone()).collect();
-    let set = SignatureSet::new(&entries);
+fn check_examples(parsed: &[entry::Parsed], set: &SignatureSet) -> Vec<Problem> {
     let mut problems = Vec::new();
     for (e, p) in parsed.iter().enumerate() {
         let entry = &p.entry;
@@ -249,7 +265,7 @@ fn check_examples(parsed: &[entry::Parsed]) -> Vec<Problem> {
             }
             let mut reported = Vec::new();
             for m in matches.iter().filter(|m| m.entry != e) {
-                let other = &entries[m.entry];
+                let other = &parsed[m.entry].entry;
                 let sig = &other.signatures[m.signature];
                 if sig.weak || reported.contains(&m.entry) {
                     continue;

@@ -45,13 +45,13 @@ pub struct SignatureSet {
 }
 
 impl SignatureSet {
-    pub fn new(entries: &[Entry]) -> SignatureSet {
+    pub fn new<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> SignatureSet {
         let mut needles: Vec<Vec<u8>> = Vec::new();
         let mut patterns = Vec::new();
         let mut regexes = Vec::new();
         let mut regex_ids = Vec::new();
         let mut unfiltered = Vec::new();
-        for (e, entry) in entries.iter().enumerate() {
+        for (e, entry) in entries.into_iter().enumerate() {
             for (s, sig) in entry.signatures.iter().enumerate() {
                 match &sig.kind {
                     SignatureKind::Literal(text) => {

@@ -104,8 +104,6 @@ pub struct TermMatch {
     pub coverage: f32,
     /// The terms found in the entry, rarest first (analysed form: lowercased, stemmed).
     pub matched: Vec<String>,
-    /// Distinct terms in the text.
-    pub terms: usize,
 }
 
 impl std::fmt::Debug for SearchIndex {
@@ -279,7 +277,6 @@ impl SearchIndex {
         Ok(TermMatch {
             coverage: if total > 0.0 { found / total } else { 0.0 },
             matched: matched.into_iter().map(|(_, t)| t.to_string()).collect(),
-            terms: query.terms.len(),
         })
     }
 
@@ -293,8 +290,8 @@ impl SearchIndex {
     /// line, a symptom) holds the words of `text`: the idf-weighted share of `text`'s
     /// distinct terms found in the best passage, 0..=1. Words scattered over a long
     /// entry do not count; a message the entry quotes does.
-    pub fn explains(&self, text: &str, slug: &str) -> Result<f32, SearchError> {
-        let query = self.query_terms(text)?;
+    /// `query` is `query_terms(text)`, computed once for several entries.
+    pub fn explains(&self, query: &QueryTerms, text: &str, slug: &str) -> Result<f32, SearchError> {
         let total: f32 = query.weights.iter().sum();
         if total <= 0.0 {
             return Ok(0.0);

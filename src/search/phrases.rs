@@ -8,12 +8,10 @@ use std::collections::HashMap;
 
 use tantivy::collector::TopDocs;
 use tantivy::query::{Bm25StatisticsProvider, BooleanQuery, Occur, Query, TermQuery};
-use tantivy::schema::{
-    Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
-};
+use tantivy::schema::{Field, IndexRecordOption, STORED, STRING, Schema, Value};
 use tantivy::{Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term};
 
-use super::schema::PartFields;
+use super::schema::{PartFields, indexed_text};
 use super::{SearchError, analysis, register_analyzers, terms_query};
 use crate::kb::{Entry, Kb};
 
@@ -106,13 +104,7 @@ impl PhraseIndex {
         let mut builder = Schema::builder();
         let slug = builder.add_text_field("slug", STRING | STORED);
         let text = builder.add_text_field("text", STORED);
-        let indexed = |tokenizer: &str| {
-            TextOptions::default().set_indexing_options(
-                TextFieldIndexing::default()
-                    .set_tokenizer(tokenizer)
-                    .set_index_option(IndexRecordOption::WithFreqsAndPositions),
-            )
-        };
+        let indexed = |tokenizer| indexed_text(tokenizer, IndexRecordOption::WithFreqsAndPositions);
         let fields = PartFields {
             words: builder.add_text_field("phrase", indexed(analysis::WORDS)),
             ident: builder.add_text_field("phrase_ident", indexed(analysis::IDENT)),

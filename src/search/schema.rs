@@ -58,6 +58,15 @@ impl Part {
     }
 }
 
+/// Options for a text field analysed by `tokenizer`, recording `record`.
+pub fn indexed_text(tokenizer: &str, record: IndexRecordOption) -> TextOptions {
+    TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(tokenizer)
+            .set_index_option(record),
+    )
+}
+
 /// The three fields of one part.
 #[derive(Clone, Copy, Debug)]
 pub struct PartFields {
@@ -82,20 +91,8 @@ impl Fields {
         let mut builder = Schema::builder();
         let slug = builder.add_text_field("slug", STRING | STORED);
         let tag = builder.add_text_field("tag", STRING);
-        let text = |tokenizer: &str| {
-            TextOptions::default().set_indexing_options(
-                TextFieldIndexing::default()
-                    .set_tokenizer(tokenizer)
-                    .set_index_option(IndexRecordOption::WithFreqsAndPositions),
-            )
-        };
-        let counted = |tokenizer: &str| {
-            TextOptions::default().set_indexing_options(
-                TextFieldIndexing::default()
-                    .set_tokenizer(tokenizer)
-                    .set_index_option(IndexRecordOption::Basic),
-            )
-        };
+        let text = |tokenizer| indexed_text(tokenizer, IndexRecordOption::WithFreqsAndPositions);
+        let counted = |tokenizer| indexed_text(tokenizer, IndexRecordOption::Basic);
         let all = PartFields {
             words: builder.add_text_field("all", counted(analysis::WORDS)),
             ident: builder.add_text_field("all_ident", counted(analysis::IDENT)),

@@ -2,7 +2,9 @@
 //! prefixes and glog headers stripped; lines a terminal wrapped joined again; repeated
 //! lines (the same traceback from every rank) kept once. Bounded in memory, linear in size.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
+use std::hash::{BuildHasher, RandomState};
 use std::io::BufRead;
 use std::sync::LazyLock;
 
@@ -91,7 +93,12 @@ impl Paste {
 #[derive(Default)]
 struct Builder {
     lines: Vec<Line>,
-    seen: HashSet<String>,
+    /// Hashes of the dedup keys of the lines kept (64 bits: a collision between two
+    /// different lines of one paste is not a practical concern).
+    seen: HashSet<u64>,
+    hasher: RandomState,
+    /// Scratch space for dedup keys.
+    key: Vec<u8>,
     total: usize,
     duplicates: usize,
     truncated: bool,
@@ -127,7 +134,8 @@ impl Builder {
             prev.last = number;
             return;
         }
-        if !self.seen.insert(dedup_key(&text)) {
+        dedup_key(&text, &mut self.key);
+        if !self.seen.insert(self.hasher.hash_one(&self.key)) {
             self.duplicates += 1;
             return;
         }
@@ -157,28 +165,36 @@ impl Builder {
 }
 
 /// Two lines are the same line when they differ only in numbers (ranks, PIDs, thread
-/// indices, addresses): each run of digits or hex after `0x` counts as one `0`.
-fn dedup_key(text: &str) -> String {
-    let mut key = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c.is_ascii_digit() {
-            let hex = c == '0' && chars.peek() == Some(&'x');
-            if hex {
-                chars.next();
-            }
-            while chars
-                .peek()
-                .is_some_and(|n| n.is_ascii_digit() || (hex && n.is_ascii_hexdigit()))
-            {
-                chars.next();
-            }
-            key.push('0');
-        } else {
-            key.push(c);
+/// indices, addresses): each run of digits or hex after `0x` counts as one `0`. The
+/// key is written into `key`.
+fn dedup_key(text: &str, key: &mut Vec<u8>) {
+    key.clear();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        // Copy up to the next digit in one go.
+        let run = bytes[i..]
+            .iter()
+            .position(u8::is_ascii_digit)
+            .unwrap_or(bytes.len() - i);
+        key.extend_from_slice(&bytes[i..i + run]);
+        i += run;
+        let Some(&b) = bytes.get(i) else {
+            break;
+        };
+        i += 1;
+        let hex = b == b'0' && bytes.get(i) == Some(&b'x');
+        if hex {
+            i += 1;
         }
+        while bytes
+            .get(i)
+            .is_some_and(|n| n.is_ascii_digit() || (hex && n.is_ascii_hexdigit()))
+        {
+            i += 1;
+        }
+        key.push(b'0');
     }
-    key
 }
 
 fn cut(s: &str, max: usize) -> &str {
@@ -241,13 +257,13 @@ fn prefix_rank(prefix: &str) -> Option<u32> {
 
 /// Strips colours and prefixes; returns the rank a prefix named, if any.
 pub fn clean(raw: &str) -> (Option<u32>, String) {
-    let mut text: String = if raw.contains('\x1b') {
-        ANSI.replace_all(raw, "").into_owned()
+    let mut text: Cow<str> = if raw.contains('\x1b') {
+        ANSI.replace_all(raw, "")
     } else {
-        raw.to_string()
+        Cow::Borrowed(raw)
     };
-    if text.contains(['\r', '\0']) {
-        text.retain(|c| c != '\r' && c != '\0');
+    if text.bytes().any(|b| b == b'\r' || b == 0) {
+        text.to_mut().retain(|c| c != '\r' && c != '\0');
     }
     let mut rank = None;
     let mut start = 0;

@@ -2,6 +2,7 @@
 //! full-text similarity of the paste's error messages, then the share of the paste's
 //! vocabulary an entry explains. Decides `no_match` from that evidence.
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -184,23 +185,20 @@ pub(super) fn diagnose(
     }
 
     let query = text_query(paste, &parsed);
-    let hits = index.rank(&SearchQuery::new(&query, None, TEXT_CANDIDATES))?;
-    let top_text = hits.first().map_or(0.0, |h| h.score);
-    for hit in &hits {
-        if let Some(i) = kb.entries().iter().position(|e| e.slug == hit.slug) {
-            candidates.entry(i).or_default().text_rank = hit.score / top_text.max(f32::EPSILON);
-        }
+    let analysed = index.analyse(&query);
+    let hits = index.rank(&analysed, TEXT_CANDIDATES)?;
+    let top_text = hits.first().map_or(0.0, |h| h.1);
+    for &(entry, score) in &hits {
+        candidates.entry(entry).or_default().text_rank = score / top_text.max(f32::EPSILON);
     }
 
-    let phrases = index.match_phrases(&query)?;
+    let phrases = index.match_phrases(&analysed)?;
     let top_phrase = phrases.first().map_or(0.0, |p| p.1);
-    for (slug, score) in phrases.iter().take(TEXT_CANDIDATES) {
-        if let Some(i) = kb.entries().iter().position(|e| &e.slug == slug) {
-            candidates.entry(i).or_default().phrase_rank = score / top_phrase.max(f32::EPSILON);
-        }
+    for &(entry, score) in phrases.iter().take(TEXT_CANDIDATES) {
+        candidates.entry(entry).or_default().phrase_rank = score / top_phrase.max(f32::EPSILON);
     }
 
-    let query_terms = index.query_terms(&query)?;
+    let query_terms = index.query_terms(&analysed)?;
     let mut scored = Vec::with_capacity(candidates.len());
     for (entry, c) in &candidates {
         let slug = &kb.entries()[*entry].slug;
@@ -218,9 +216,9 @@ pub(super) fn diagnose(
     let root_text = parsed
         .root_exception()
         .filter(|e| !e.wrapper)
-        .map(|e| query_words(&format!("{} {}", e.kind, e.message)));
+        .map(|e| index.analyse(&query_words(&format!("{} {}", e.kind, e.message))));
     let root_terms = root_text
-        .as_deref()
+        .as_ref()
         .map(|t| index.query_terms(t))
         .transpose()?;
     // The answer is the best-scored candidate that the evidence supports; among the
@@ -260,10 +258,12 @@ pub(super) fn diagnose(
     };
 
     let mut matches = Vec::new();
-    let line_words = if verdict == Verdict::Matched {
-        analysed_lines(index, paste)
-    } else {
-        Vec::new()
+    // Analysed only if some match has no signature to show.
+    let line_words = OnceCell::new();
+    let line_words = || {
+        line_words
+            .get_or_init(|| analysed_lines(index, paste))
+            .as_slice()
     };
     if verdict == Verdict::Matched {
         let second = scored
@@ -278,7 +278,7 @@ pub(super) fn diagnose(
             } else {
                 Confidence::Low
             };
-            let evidence = evidence(paste, &line_words, c, &kb.entries()[*entry], &tm.matched);
+            let evidence = evidence(paste, line_words, c, &kb.entries()[*entry], &tm.matched);
             matches.push(Match {
                 slug: kb.entries()[*entry].slug.clone(),
                 score: *score,
@@ -405,9 +405,9 @@ fn analysed_lines(index: &SearchIndex, paste: &Paste) -> Vec<(usize, Vec<String>
         .collect()
 }
 
-fn evidence(
+fn evidence<'a>(
     paste: &Paste,
-    line_words: &[(usize, Vec<String>)],
+    line_words: impl FnOnce() -> &'a [(usize, Vec<String>)],
     c: &Candidate,
     entry: &crate::kb::Entry,
     matched_terms: &[String],
@@ -441,7 +441,7 @@ fn evidence(
         // No signature: show the lines that share the most of the entry's rare words.
         let wanted: Vec<&String> = matched_terms.iter().take(12).collect();
         let mut scored: Vec<(usize, usize, Vec<String>)> = Vec::new();
-        for (i, words) in line_words {
+        for (i, words) in line_words() {
             let i = *i;
             if signature_lines.contains(&i) {
                 continue;

@@ -171,6 +171,11 @@ impl Kb {
         self.entries.is_empty()
     }
 
+    /// Where the entry `slug` is in `entries()`.
+    pub fn position(&self, slug: &str) -> Option<usize> {
+        self.by_slug.get(slug).copied()
+    }
+
     pub fn get(&self, slug: &str) -> Option<&Entry> {
         self.by_slug.get(slug).map(|&i| &self.entries[i])
     }

@@ -1,14 +1,20 @@
 //! All entries' signatures compiled into one multi-pattern matcher. Literal signatures
 //! and the literal prefixes (or suffixes) every regex needs go into one Aho-Corasick
 //! automaton; one pass over a text finds the literals that fire and the few regexes
-//! worth running, instead of running every regex of every entry.
+//! worth running, instead of running every regex of every entry. A regex that cannot
+//! match a line break then runs only on the lines where its literals were found, so its
+//! cost follows those lines, not the length of the paste.
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex::Regex;
 use regex_syntax::hir::literal::{ExtractKind, Extractor, Seq};
+use regex_syntax::hir::{Class, Hir, HirKind};
 
 /// Shortest literal accepted as a regex's prefilter: shorter ones fire everywhere.
 const MIN_PREFILTER_LEN: usize = 3;
+/// Past this many literal hits for one regex, it runs over the whole text once instead
+/// of line by line.
+const MAX_LINE_SEARCHES: usize = 256;
 
 use super::{Entry, SignatureKind};
 
@@ -24,24 +30,50 @@ pub struct SignatureMatch {
     pub end: usize,
 }
 
-/// What an Aho-Corasick pattern stands for.
+/// What an Aho-Corasick pattern stands for. The automaton ignores ASCII case; a hit on
+/// a pattern whose case matters counts only if the bytes are as written.
 #[derive(Debug, Clone, Copy)]
 enum Pattern {
-    /// A literal signature: (entry, signature).
+    /// A literal signature: (entry, signature). Case matters.
     Literal(usize, usize),
     /// A literal the regex at this index cannot match without.
-    Prefilter(usize),
+    Prefilter { regex: usize, exact: bool },
+    /// A character that Unicode case folding maps to an ASCII letter (the Kelvin sign,
+    /// the long s): a case-insensitive regex may match it where its literals, compared
+    /// ignoring ASCII case only, were not found.
+    Folding,
+}
+
+/// Characters that fold to ASCII letters under Unicode simple case folding.
+const FOLDING: [&str; 2] = ["\u{212A}", "\u{017F}"];
+
+/// The literals one of which every match of a regex holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Prefilter {
+    literals: Vec<Vec<u8>>,
+    /// The regex ignores case: its literals are compared ignoring ASCII case.
+    ignore_case: bool,
+}
+
+#[derive(Debug, Clone)]
+struct RegexSignature {
+    regex: Regex,
+    entry: usize,
+    signature: usize,
+    /// It matches no line break, so every match lies within one line.
+    line_local: bool,
+    /// It has no usable literal: it runs on every text.
+    unfiltered: bool,
+    ignore_case: bool,
 }
 
 #[derive(Debug, Clone)]
 pub struct SignatureSet {
     automaton: Option<AhoCorasick>,
     patterns: Vec<Pattern>,
-    regexes: Vec<Regex>,
-    /// (entry, signature) of each regex.
-    regex_ids: Vec<(usize, usize)>,
-    /// Regexes with no usable literal: run on every text.
-    unfiltered: Vec<usize>,
+    /// The bytes of each pattern, as written.
+    needles: Vec<Vec<u8>>,
+    regexes: Vec<RegexSignature>,
 }
 
 impl SignatureSet {
@@ -49,8 +81,6 @@ impl SignatureSet {
         let mut needles: Vec<Vec<u8>> = Vec::new();
         let mut patterns = Vec::new();
         let mut regexes = Vec::new();
-        let mut regex_ids = Vec::new();
-        let mut unfiltered = Vec::new();
         for (e, entry) in entries.into_iter().enumerate() {
             for (s, sig) in entry.signatures.iter().enumerate() {
                 match &sig.kind {
@@ -60,36 +90,49 @@ impl SignatureSet {
                     }
                     SignatureKind::Regex(re) => {
                         let id = regexes.len();
-                        regexes.push(re.clone());
-                        regex_ids.push((e, s));
-                        match required_literals(re.as_str()) {
-                            Some(literals) => {
-                                for literal in literals {
-                                    needles.push(literal);
-                                    patterns.push(Pattern::Prefilter(id));
-                                }
-                            }
-                            None => unfiltered.push(id),
+                        let prefilter = prefilter(re.as_str());
+                        let ignore_case = prefilter.as_ref().is_some_and(|p| p.ignore_case);
+                        for literal in prefilter.iter().flat_map(|p| &p.literals) {
+                            needles.push(literal.clone());
+                            patterns.push(Pattern::Prefilter {
+                                regex: id,
+                                exact: !ignore_case,
+                            });
                         }
+                        regexes.push(RegexSignature {
+                            regex: re.clone(),
+                            entry: e,
+                            signature: s,
+                            line_local: matches_no_line_break(re.as_str()),
+                            unfiltered: prefilter.is_none(),
+                            ignore_case,
+                        });
                     }
                 }
             }
+        }
+        for c in FOLDING {
+            needles.push(c.as_bytes().to_vec());
+            patterns.push(Pattern::Folding);
         }
         // Every needle is a plain byte string; building only fails past size limits,
         // and then every regex simply runs unfiltered.
         let automaton = AhoCorasick::builder()
             .match_kind(MatchKind::Standard)
+            .ascii_case_insensitive(true)
+            .kind(Some(AhoCorasickKind::DFA))
             .build(&needles)
             .ok();
         if automaton.is_none() {
-            unfiltered = (0..regexes.len()).collect();
+            for r in &mut regexes {
+                r.unfiltered = true;
+            }
         }
         SignatureSet {
             automaton,
             patterns,
+            needles,
             regexes,
-            regex_ids,
-            unfiltered,
         }
     }
 
@@ -98,12 +141,20 @@ impl SignatureSet {
     pub fn matches(&self, text: &str) -> Vec<SignatureMatch> {
         let mut found = Vec::new();
         let mut literal_seen = vec![false; self.patterns.len()];
-        let mut regex_wanted = vec![false; self.regexes.len()];
+        let mut wanted: Vec<bool> = self.regexes.iter().map(|r| r.unfiltered).collect();
+        // Where each regex's literals were found; `None` once it must search everywhere.
+        let mut hits: Vec<Option<Vec<usize>>> = self
+            .regexes
+            .iter()
+            .map(|r| (r.line_local && !r.unfiltered).then(Vec::new))
+            .collect();
+        let mut folding = false;
         if let Some(ac) = &self.automaton {
             for m in ac.find_overlapping_iter(text) {
                 let id = m.pattern().as_usize();
+                let as_written = || text.as_bytes()[m.range()] == self.needles[id][..];
                 match self.patterns[id] {
-                    Pattern::Literal(entry, signature) if !literal_seen[id] => {
+                    Pattern::Literal(entry, signature) if !literal_seen[id] && as_written() => {
                         literal_seen[id] = true;
                         found.push(SignatureMatch {
                             entry,
@@ -112,25 +163,39 @@ impl SignatureSet {
                             end: m.end(),
                         });
                     }
-                    Pattern::Prefilter(regex) => regex_wanted[regex] = true,
-                    Pattern::Literal(..) => {}
+                    Pattern::Prefilter { regex, exact } if !exact || as_written() => {
+                        wanted[regex] = true;
+                        if let Some(list) = &mut hits[regex] {
+                            if list.len() < MAX_LINE_SEARCHES {
+                                list.push(m.start());
+                            } else {
+                                hits[regex] = None;
+                            }
+                        }
+                    }
+                    Pattern::Folding => folding = true,
+                    _ => {}
                 }
             }
         }
-        for &id in &self.unfiltered {
-            regex_wanted[id] = true;
-        }
-        for (id, wanted) in regex_wanted.into_iter().enumerate() {
-            if !wanted {
+        for (id, r) in self.regexes.iter().enumerate() {
+            if folding && r.ignore_case {
+                wanted[id] = true;
+                hits[id] = None;
+            }
+            if !wanted[id] {
                 continue;
             }
-            if let Some(m) = self.regexes[id].find(text) {
-                let (entry, signature) = self.regex_ids[id];
+            let m = match &mut hits[id] {
+                Some(lines) => find_on_lines(&r.regex, text, lines),
+                None => r.regex.find(text).map(|m| (m.start(), m.end())),
+            };
+            if let Some((start, end)) = m {
                 found.push(SignatureMatch {
-                    entry,
-                    signature,
-                    start: m.start(),
-                    end: m.end(),
+                    entry: r.entry,
+                    signature: r.signature,
+                    start,
+                    end,
                 });
             }
         }
@@ -139,16 +204,113 @@ impl SignatureSet {
     }
 }
 
-/// Literals one of which must occur in any text the regex matches: its possible
-/// prefixes, or failing that its suffixes. `None` when neither is a small set of
-/// strings long enough to be selective (the regex then runs on every text).
-fn required_literals(pattern: &str) -> Option<Vec<Vec<u8>>> {
+/// The first match of a regex that cannot match a line break, looking only at the
+/// lines holding `hits` (byte offsets of its literals): every match holds one of its
+/// literals, so lies on such a line. Each line is searched with the text before it as
+/// context and its line break after it, so anchors and word boundaries behave as they
+/// do on the whole text.
+fn find_on_lines(regex: &Regex, text: &str, hits: &mut [usize]) -> Option<(usize, usize)> {
+    hits.sort_unstable();
+    let bytes = text.as_bytes();
+    let mut searched_to = 0;
+    for &hit in hits.iter() {
+        if hit < searched_to {
+            continue;
+        }
+        // Bytes, not chars: a suffix literal may start inside a character. Either way a
+        // line starts and ends on a character boundary.
+        let start = bytes[..hit]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        let end = bytes[hit..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(text.len(), |i| hit + i + 1);
+        if let Some(m) = regex.find_at(&text[..end], start) {
+            return Some((m.start(), m.end()));
+        }
+        searched_to = end;
+    }
+    None
+}
+
+/// Whether no match of `pattern` can hold a line break: no literal or class in it
+/// contains one. (When it does not parse, it is treated as able to.)
+fn matches_no_line_break(pattern: &str) -> bool {
+    fn holds_line_break(hir: &Hir) -> bool {
+        match hir.kind() {
+            HirKind::Empty | HirKind::Look(_) => false,
+            HirKind::Literal(literal) => literal.0.contains(&b'\n'),
+            HirKind::Class(Class::Unicode(class)) => class
+                .ranges()
+                .iter()
+                .any(|r| r.start() <= '\n' && '\n' <= r.end()),
+            HirKind::Class(Class::Bytes(class)) => class
+                .ranges()
+                .iter()
+                .any(|r| r.start() <= b'\n' && b'\n' <= r.end()),
+            HirKind::Repetition(repetition) => holds_line_break(&repetition.sub),
+            HirKind::Capture(capture) => holds_line_break(&capture.sub),
+            HirKind::Concat(subs) | HirKind::Alternation(subs) => subs.iter().any(holds_line_break),
+        }
+    }
+    regex_syntax::parse(pattern).is_ok_and(|hir| !holds_line_break(&hir))
+}
+
+/// The literals that select the texts worth running `pattern` on. A pattern that
+/// ignores case as a whole (a leading `(?i)`) gets its literals as written, compared
+/// ignoring ASCII case: its case-folded literals would be too many to be useful.
+fn prefilter(pattern: &str) -> Option<Prefilter> {
+    if let Some(rest) = pattern.strip_prefix("(?i)")
+        && !sets_case_flag(rest)
+        && let Some(literals) = regex_syntax::parse(rest)
+            .ok()
+            .and_then(|h| required_literals(&h))
+        && literals.iter().all(|l| {
+            String::from_utf8_lossy(l)
+                .chars()
+                .all(|c| c.is_ascii() || !has_case(c))
+        })
+    {
+        return Some(Prefilter {
+            literals,
+            ignore_case: true,
+        });
+    }
     let hir = regex_syntax::parse(pattern).ok()?;
-    let literals = |kind: ExtractKind| -> Option<Vec<Vec<u8>>> {
+    Some(Prefilter {
+        literals: required_literals(&hir)?,
+        ignore_case: false,
+    })
+}
+
+/// Whether a flag group in `pattern` may change case sensitivity (conservatively: an
+/// escaped `(` followed by `?` counts too).
+fn sets_case_flag(pattern: &str) -> bool {
+    pattern.match_indices("(?").any(|(i, _)| {
+        pattern[i + 2..]
+            .chars()
+            .take_while(|&c| c != ':' && c != ')')
+            .any(|c| c == 'i')
+    })
+}
+
+fn has_case(c: char) -> bool {
+    c.is_lowercase() || c.is_uppercase()
+}
+
+/// Literals one of which must occur in any text the regex matches, chosen among its
+/// possible prefixes, its possible suffixes, and the possible prefixes of each tail of
+/// the sequence it is (every match holds a match of each tail). The set whose shortest
+/// literal is longest wins. `None` when no set is finite with literals long enough to
+/// be selective.
+fn required_literals(hir: &Hir) -> Option<Vec<Vec<u8>>> {
+    let extract = |hir: &Hir, kind: ExtractKind| -> Option<Vec<Vec<u8>>> {
         let mut seq: Seq = Extractor::new()
             .kind(kind.clone())
             .limit_total(64)
-            .extract(&hir);
+            .extract(hir);
         match kind {
             ExtractKind::Suffix => seq.optimize_for_suffix_by_preference(),
             _ => seq.optimize_for_prefix_by_preference(),
@@ -160,7 +322,26 @@ fn required_literals(pattern: &str) -> Option<Vec<Vec<u8>>> {
                 .all(|l| l.as_bytes().len() >= MIN_PREFILTER_LEN);
         selective.then(|| literals.iter().map(|l| l.as_bytes().to_vec()).collect())
     };
-    literals(ExtractKind::Prefix).or_else(|| literals(ExtractKind::Suffix))
+    let mut pieces = hir;
+    while let HirKind::Capture(capture) = pieces.kind() {
+        pieces = &capture.sub;
+    }
+    let mut candidates = vec![
+        extract(hir, ExtractKind::Prefix),
+        extract(hir, ExtractKind::Suffix),
+    ];
+    if let HirKind::Concat(subs) = pieces.kind() {
+        // Every match holds a match of each tail of the sequence.
+        candidates.extend(
+            (1..subs.len()).map(|i| extract(&Hir::concat(subs[i..].to_vec()), ExtractKind::Prefix)),
+        );
+    }
+    let shortest = |literals: &Vec<Vec<u8>>| literals.iter().map(Vec::len).min().unwrap_or(0);
+    candidates.into_iter().flatten().max_by(|a, b| {
+        shortest(a)
+            .cmp(&shortest(b))
+            .then_with(|| b.len().cmp(&a.len()))
+    })
 }
 
 #[cfg(test)]
@@ -221,26 +402,114 @@ mod tests {
         assert_eq!(found[0].start, 0, "first occurrence");
     }
 
+    fn literals(pattern: &str) -> Option<(Vec<String>, bool)> {
+        prefilter(pattern).map(|p| {
+            let mut l: Vec<String> = p
+                .literals
+                .iter()
+                .map(|l| String::from_utf8_lossy(l).into_owned())
+                .collect();
+            l.sort();
+            (l, p.ignore_case)
+        })
+    }
+
     #[test]
     fn regexes_are_prefiltered_by_their_literals() {
+        let strs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
-            required_literals(r"Duplicate GPU detected : rank \d+"),
-            Some(vec![b"Duplicate GPU detected : rank ".to_vec()])
+            literals(r"Duplicate GPU detected : rank \d+"),
+            Some((strs(&["Duplicate GPU detected : rank "]), false))
         );
         // No prefix: the suffix is required instead.
         assert_eq!(
-            required_literals(r"\S*ProcessGroupNCCL\.cpp"),
-            Some(vec![b"ProcessGroupNCCL.cpp".to_vec()])
+            literals(r"\S*ProcessGroupNCCL\.cpp"),
+            Some((strs(&["ProcessGroupNCCL.cpp"]), false))
         );
-        assert_eq!(required_literals(r"\d+\s+\w+"), None);
+        // Neither: a piece in the middle that every match holds.
+        assert_eq!(
+            literals(r"\d+ of (gpus|devices) \w+"),
+            Some((strs(&["devices ", "gpus "]), false))
+        );
+        // Case-insensitive patterns keep their literals as written, compared ignoring
+        // ASCII case; the set whose shortest literal is longest wins.
+        assert_eq!(
+            literals(r"(?i)\b(2|two) gpus?\b[^\n]{0,40}(hangs?|stuck)"),
+            Some((strs(&["2 gpu", "2 gpus", "two gpu", "two gpus"]), true))
+        );
+        assert_eq!(
+            literals(r"(?i)\b(2|two)[ -]?gpus?\b[^\n]{0,40}(hangs?|stuck)"),
+            Some((strs(&["hang", "hangs", "stuck"]), true))
+        );
+        assert_eq!(literals(r"\d+\s+\w+"), None);
         let entries = vec![
-            entry("a", vec![regex(r"\d+ of \w+")]),
+            entry("a", vec![regex(r"\d+\s+\w+")]),
             entry("b", vec![regex(r"rank (\d+)")]),
         ];
         let set = SignatureSet::new(&entries);
-        assert_eq!(set.unfiltered, [0]);
+        let unfiltered: Vec<bool> = set.regexes.iter().map(|r| r.unfiltered).collect();
+        assert_eq!(unfiltered, [true, false]);
         let found = set.matches("rank 3 of 8");
         assert_eq!(found.iter().map(|m| m.entry).collect::<Vec<_>>(), [0, 1]);
+    }
+
+    #[test]
+    fn case_insensitive_regexes_fire_in_any_case_and_literals_keep_theirs() {
+        let entries = vec![
+            entry("a", vec![regex(r"(?i)training (hangs|is stuck) after")]),
+            entry("b", vec![Signature::literal("CUDA error")]),
+        ];
+        let set = SignatureSet::new(&entries);
+        let fired = |text: &str| {
+            set.matches(text)
+                .iter()
+                .map(|m| m.entry)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(fired("TRAINING IS STUCK AFTER epoch 1"), [0]);
+        assert_eq!(
+            fired("Training Hangs After the first step; CUDA error"),
+            [0, 1]
+        );
+        // A literal signature is matched as written.
+        assert_eq!(fired("cuda error"), Vec::<usize>::new());
+        // Unicode case folding maps the Kelvin sign to `k`: still found.
+        let entries = vec![entry("k", vec![regex(r"(?i)kernel (panic|crash)")])];
+        let set = SignatureSet::new(&entries);
+        assert_eq!(set.matches("\u{212A}ernel panic").len(), 1);
+    }
+
+    #[test]
+    fn line_local_regexes_match_as_on_the_whole_text() {
+        let entries = vec![
+            entry("word", vec![regex(r"\brank \d+ failed\b")]),
+            entry("start", vec![regex(r"^Traceback \(most recent")]),
+            entry("across", vec![regex(r"timed out\s+on rank \d+")]),
+        ];
+        let set = SignatureSet::new(&entries);
+        let fired = |text: &str| {
+            set.matches(text)
+                .iter()
+                .map(|m| m.entry)
+                .collect::<Vec<_>>()
+        };
+        // A word boundary before the line's literal sees the previous line's end.
+        assert_eq!(fired("ok\nrank 3 failed\n"), [0]);
+        assert_eq!(fired("xrank 3 failed"), Vec::<usize>::new());
+        // `^` is the start of the text, not of a line.
+        assert_eq!(fired("Traceback (most recent call last):"), [1]);
+        assert_eq!(
+            fired("log\nTraceback (most recent call last):"),
+            Vec::<usize>::new()
+        );
+        // `\s` can cross a line break, so that regex searches the whole text.
+        assert_eq!(fired("collective timed out\non rank 2"), [2]);
+        let text = "a\nb\nrank 12 failed here\n";
+        let m = set.matches(text)[0];
+        assert_eq!(&text[m.start..m.end], "rank 12 failed");
+        assert!(matches_no_line_break(r"rank \d+ [^\n]{0,9}x"));
+        assert!(!matches_no_line_break(r"a\s+b"));
+        assert!(!matches_no_line_break(r"(?s)a.b"));
     }
 
     #[test]

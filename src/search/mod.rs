@@ -1,40 +1,31 @@
 //! Full-text search over the knowledge base: a tantivy index built in RAM from a `Kb`,
-//! one reader for the life of the index, a fresh searcher per query. Queries are never
-//! parsed as syntax: any string is analysed into terms, so stray `(`, `:` or `-` cannot fail.
+//! scored through cached term impacts (see `scoring`). Queries are never parsed as
+//! syntax: any string is analysed into terms, so stray `(`, `:` or `-` cannot fail.
 
 pub mod analysis;
 mod phrases;
 mod schema;
+mod scoring;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tantivy::collector::TopDocs;
 use tantivy::query::Bm25StatisticsProvider;
-use tantivy::query::{
-    AllQuery, BooleanQuery, BoostQuery, DisjunctionMaxQuery, Occur, PhraseQuery, Query, TermQuery,
-};
-use tantivy::schema::{Field, IndexRecordOption, Value};
+use tantivy::schema::Field;
 use tantivy::snippet::SnippetGenerator;
 use tantivy::tokenizer::{PreTokenizedString, TextAnalyzer, TokenStream};
-use tantivy::{
-    DocAddress, DocSet, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term,
-};
+use tantivy::{Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term};
 
 use crate::kb::{Entry, Kb};
 use phrases::{Passages, PhraseIndex};
-use schema::{Fields, Part, PartFields};
+use schema::{ENTRY, Fields, Part, PartFields};
+pub use scoring::Analysed;
+pub use scoring::MAX_QUERY_TERMS;
+use scoring::{FieldKind, Impacts, QueryPlan, Scorer};
 
 /// Largest number of hits one query may ask for.
 pub const MAX_LIMIT: usize = 100;
-/// Only the first this-many words of a query are used: enough for a question or the
-/// error messages of a log, and it bounds the cost of a query built from a paste.
-const MAX_QUERY_TERMS: usize = 160;
-/// Longest word sequence tried as an exact phrase.
-const MAX_PHRASE_TERMS: usize = 16;
 const SNIPPET_CHARS: usize = 220;
-/// How much the parts other than the best one add to a term's score.
-const TIE_BREAKER: f32 = 0.1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {
@@ -80,10 +71,13 @@ pub struct Hit {
 pub struct SearchIndex {
     kb: Arc<Kb>,
     index: Index,
-    reader: IndexReader,
-    fields: Fields,
-    /// Where each entry's document is; the index never changes after it is built.
-    addresses: HashMap<String, DocAddress>,
+    scorer: Scorer,
+    /// The catch-all fields, which snippets are cut from.
+    all: PartFields,
+    /// The entry (position in `kb.entries()`) of each document ordinal.
+    entry_of: Vec<usize>,
+    /// The document ordinal of each entry.
+    ordinal_of: Vec<u32>,
     describing: PhraseIndex,
     quoting: PhraseIndex,
 }
@@ -93,8 +87,8 @@ pub struct SearchIndex {
 pub struct QueryTerms {
     terms: Vec<String>,
     weights: Vec<f32>,
-    /// Whether any entry uses the term at all.
-    known: Vec<bool>,
+    /// Each term's impacts: which documents hold it.
+    impacts: Vec<Impacts>,
 }
 
 /// How much of a text's vocabulary one entry shares (see `SearchIndex::term_match`).
@@ -124,33 +118,36 @@ impl SearchIndex {
 
         let mut writer = index.writer_with_num_threads::<TantivyDocument>(1, 50_000_000)?;
         let mut analyzers = Analyzers::new();
-        for entry in kb.entries() {
-            writer.add_document(document(&fields, &mut analyzers, entry))?;
+        for (position, entry) in kb.entries().iter().enumerate() {
+            writer.add_document(document(&fields, &mut analyzers, position, entry))?;
         }
         writer.commit()?;
-        let reader: IndexReader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()?;
-        let mut addresses = HashMap::with_capacity(kb.len());
-        let searcher = reader.searcher();
-        for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
-            for doc_id in segment.doc_ids_alive() {
-                let address = DocAddress::new(segment_ord as u32, doc_id);
-                let doc: TantivyDocument = searcher.doc(address)?;
-                if let Some(slug) = doc.get_first(fields.slug).and_then(|v| v.as_str()) {
-                    addresses.insert(slug.to_string(), address);
-                }
+        let searcher = searcher(&index)?;
+        let entry_of = entries_by_ordinal(&searcher)?;
+        let mut ordinal_of = vec![0; kb.len()];
+        for (ordinal, &entry) in entry_of.iter().enumerate() {
+            if let Some(slot) = ordinal_of.get_mut(entry) {
+                *slot = ordinal as u32;
             }
         }
-        let describing = PhraseIndex::build(&kb, Passages::Describing)?;
-        let quoting = PhraseIndex::build(&kb, Passages::Quoting)?;
+        let parts = fields
+            .parts()
+            .map(|(part, fields)| (part.boost(), fields))
+            .collect();
+        let stats = GlobalStats {
+            searcher: searcher.clone(),
+            fields: fields.clone(),
+        };
+        let scorer = Scorer::new(searcher, Box::new(stats), parts);
+        let quoting = PhraseIndex::build(&kb, Passages::Quoting, None)?;
+        let describing = PhraseIndex::build(&kb, Passages::Describing, Some(&quoting))?;
         Ok(SearchIndex {
             kb,
             index,
-            reader,
-            fields,
-            addresses,
+            scorer,
+            all: fields.all,
+            entry_of,
+            ordinal_of,
             describing,
             quoting,
         })
@@ -160,115 +157,120 @@ impl SearchIndex {
         &self.kb
     }
 
-    /// Ranked hits for `query`. An empty query lists the tag's entries (or nothing).
+    /// Ranked hits for `query`, with snippets. An empty query lists the tag's entries
+    /// (or nothing).
     pub fn search(&self, query: &SearchQuery) -> Result<Vec<Hit>, SearchError> {
-        self.run(query, true)
+        let plan = self.plan(&self.analyse(&query.text));
+        let ranked = self.ranked(plan.as_ref(), query.tag.as_deref(), query.limit)?;
+        let generators = match &plan {
+            Some(plan) => self.snippet_generators(plan)?,
+            None => Vec::new(),
+        };
+        Ok(ranked
+            .into_iter()
+            .map(|(position, score)| {
+                let entry = &self.kb.entries()[position];
+                let (snippet, snippet_html) = snippet(&generators, entry);
+                Hit {
+                    slug: entry.slug.clone(),
+                    score,
+                    snippet,
+                    snippet_html,
+                }
+            })
+            .collect())
     }
 
-    /// Like `search`, without snippets (empty): for ranking only.
-    pub fn rank(&self, query: &SearchQuery) -> Result<Vec<Hit>, SearchError> {
-        self.run(query, false)
+    /// The best `limit` entries for an analysed text, as (position in `kb().entries()`,
+    /// score): the ranking of `search`, without snippets.
+    pub fn rank(&self, text: &Analysed, limit: usize) -> Result<Vec<(usize, f32)>, SearchError> {
+        self.ranked(self.plan(text).as_ref(), None, limit)
     }
 
-    fn run(&self, query: &SearchQuery, with_snippets: bool) -> Result<Vec<Hit>, SearchError> {
-        let text_query = self.text_query(&query.text);
-        let filtered: Box<dyn Query> = match (&query.tag, text_query) {
-            (None, None) => return Ok(Vec::new()),
-            (None, Some(q)) => q,
-            (Some(tag), q) => {
-                let tag_term = Term::from_field_text(self.fields.tag, tag);
-                let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(
-                    Occur::Must,
-                    Box::new(TermQuery::new(tag_term, IndexRecordOption::Basic)),
-                )];
-                clauses.push((Occur::Must, q.unwrap_or_else(|| Box::new(AllQuery))));
-                Box::new(BooleanQuery::new(clauses))
+    /// `text` analysed once, for `rank`, `match_phrases`, `query_terms` and `explains`.
+    pub fn analyse(&self, text: &str) -> Analysed {
+        Analysed::new(&self.index, text)
+    }
+
+    /// Forgets the cached term scores; later queries read the index again. Results do
+    /// not change: this exists to measure the cost of a cold cache.
+    pub fn clear_cache(&self) {
+        self.scorer.clear_cache();
+        self.describing.clear_cache();
+        self.quoting.clear_cache();
+    }
+
+    fn ranked(
+        &self,
+        plan: Option<&QueryPlan>,
+        tag: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(usize, f32)>, SearchError> {
+        let has_tag = |entry: usize| match tag {
+            Some(tag) => self.kb.entries()[entry].tags.iter().any(|t| t == tag),
+            None => true,
+        };
+        Ok(match plan {
+            Some(plan) => {
+                let mut scores = self.scorer.scores(plan)?;
+                for (ordinal, score) in scores.iter_mut().enumerate() {
+                    if !has_tag(self.entry_of[ordinal]) {
+                        *score = 0.0;
+                    }
+                }
+                scoring::top(&scores, limit)
+                    .into_iter()
+                    .map(|(ordinal, score)| (self.entry_of[ordinal as usize], score))
+                    .collect()
             }
-        };
-
-        let searcher = self.reader.searcher();
-        let stats = GlobalStats {
-            searcher: &searcher,
-            fields: &self.fields,
-        };
-        let top = searcher.search_with_statistics_provider(
-            &filtered,
-            &TopDocs::with_limit(query.limit).order_by_score(),
-            &stats,
-        )?;
-
-        let generators = if with_snippets {
-            self.snippet_generators(&searcher, &*filtered)?
-        } else {
-            Vec::new()
-        };
-
-        let mut hits = Vec::with_capacity(top.len());
-        for (score, address) in top {
-            let doc: TantivyDocument = searcher.doc(address)?;
-            let Some(slug) = doc.get_first(self.fields.slug).and_then(|v| v.as_str()) else {
-                continue;
-            };
-            let Some(entry) = self.kb.get(slug) else {
-                continue;
-            };
-            let (snippet, snippet_html) = if with_snippets {
-                snippet(&generators, entry)
-            } else {
-                (String::new(), String::new())
-            };
-            hits.push(Hit {
-                slug: slug.to_string(),
-                score,
-                snippet,
-                snippet_html,
-            });
-        }
-        Ok(hits)
+            None if tag.is_some() => (0..self.kb.len())
+                .filter(|&e| has_tag(e))
+                .take(limit)
+                .map(|e| (e, 1.0))
+                .collect(),
+            None => Vec::new(),
+        })
     }
 
     /// The distinct terms of `text` with their idf across the knowledge base (a term no
     /// entry uses weighs as much as the rarest), for `term_match` against many entries.
-    pub fn query_terms(&self, text: &str) -> Result<QueryTerms, SearchError> {
-        let terms = self.distinct_terms(text);
-        let searcher = self.reader.searcher();
-        let n = Bm25StatisticsProvider::total_num_docs(&searcher)? as f32;
+    pub fn query_terms(&self, text: &Analysed) -> Result<QueryTerms, SearchError> {
+        let mut terms: Vec<String> = text
+            .words
+            .iter()
+            .map(|(_, t)| t)
+            .filter(|t| t.chars().count() > 1 || t.chars().any(analysis::is_cjk))
+            .cloned()
+            .collect();
+        terms.sort();
+        terms.dedup();
+        let n = self.scorer.num_docs() as f32;
         let mut weights = Vec::with_capacity(terms.len());
-        let mut known = Vec::with_capacity(terms.len());
+        let mut impacts = Vec::with_capacity(terms.len());
         for term in &terms {
-            let df = searcher.doc_freq(&Term::from_field_text(self.fields.all.words, term))? as f32;
+            let held = self.scorer.impacts(FieldKind::Words, term)?;
+            let df = held.len() as f32;
             weights.push((1.0 + (n - df.max(1.0) + 0.5) / (df.max(1.0) + 0.5)).ln());
-            known.push(df > 0.0);
+            impacts.push(held);
         }
         Ok(QueryTerms {
             terms,
             weights,
-            known,
+            impacts,
         })
     }
 
     /// How much of a text's vocabulary (`query_terms`) the entry `slug` shares, so
     /// sharing only common words scores low.
     pub fn term_match(&self, query: &QueryTerms, slug: &str) -> Result<TermMatch, SearchError> {
-        let Some(&address) = self.addresses.get(slug) else {
+        let Some(ordinal) = self.kb.position(slug).map(|p| self.ordinal_of[p]) else {
             return Ok(TermMatch::default());
         };
-        let searcher = self.reader.searcher();
-        let segment = searcher.segment_reader(address.segment_ord);
-        let inverted = segment.inverted_index(self.fields.all.words)?;
         let total: f32 = query.weights.iter().sum();
         let mut found = 0.0;
         let mut matched: Vec<(f32, &str)> = Vec::new();
-        for ((term, &weight), &known) in query.terms.iter().zip(&query.weights).zip(&query.known) {
-            if !known {
-                continue;
-            }
-            let t = Term::from_field_text(self.fields.all.words, term);
-            // `seek` may only move forward: a list may already start past the target.
-            if let Some(mut postings) = inverted.read_postings(&t, IndexRecordOption::Basic)?
-                && postings.doc() <= address.doc_id
-                && postings.seek(address.doc_id) == address.doc_id
-            {
+        for ((term, &weight), held) in query.terms.iter().zip(&query.weights).zip(&query.impacts) {
+            if held.binary_search_by_key(&ordinal, |i| i.doc).is_ok() {
                 found += weight;
                 matched.push((weight, term));
             }
@@ -282,8 +284,9 @@ impl SearchIndex {
 
     /// Entries whose closest symptom, title or summary phrase matches `text`, with that
     /// phrase's score, best first.
-    pub fn match_phrases(&self, text: &str) -> Result<Vec<(String, f32)>, SearchError> {
-        self.describing.best(text, &self.quoting)
+    /// (position in `kb().entries()`, score).
+    pub fn match_phrases(&self, text: &Analysed) -> Result<Vec<(usize, f32)>, SearchError> {
+        self.describing.best(text)
     }
 
     /// How completely one passage of entry `slug` (a signature, an example line, a body
@@ -291,36 +294,30 @@ impl SearchIndex {
     /// distinct terms found in the best passage, 0..=1. Words scattered over a long
     /// entry do not count; a message the entry quotes does.
     /// `query` is `query_terms(text)`, computed once for several entries.
-    pub fn explains(&self, query: &QueryTerms, text: &str, slug: &str) -> Result<f32, SearchError> {
+    pub fn explains(
+        &self,
+        query: &QueryTerms,
+        text: &Analysed,
+        slug: &str,
+    ) -> Result<f32, SearchError> {
         let total: f32 = query.weights.iter().sum();
+        let Some(entry) = self.kb.position(slug) else {
+            return Ok(0.0);
+        };
         if total <= 0.0 {
             return Ok(0.0);
         }
         let mut best = 0.0f32;
-        for passage in self.quoting.passages(text, slug)? {
-            let words: BTreeSet<String> = self.words(&passage).into_iter().collect();
-            let found: f32 = query
-                .terms
-                .iter()
-                .zip(&query.weights)
-                .filter(|(t, _)| words.contains(*t))
-                .map(|(_, w)| w)
-                .sum();
+        for passage in self.quoting.passages(text, entry)? {
+            let mut found = 0.0;
+            for (term, weight) in query.terms.iter().zip(&query.weights) {
+                if self.quoting.holds(term, passage)? {
+                    found += weight;
+                }
+            }
             best = best.max(found / total);
         }
         Ok(best)
-    }
-
-    fn distinct_terms(&self, text: &str) -> Vec<String> {
-        let mut terms: Vec<String> = self
-            .analyze(analysis::WORDS, text)
-            .into_iter()
-            .map(|(_, t)| t)
-            .filter(|t| t.chars().count() > 1 || t.chars().any(analysis::is_cjk))
-            .collect();
-        terms.sort();
-        terms.dedup();
-        terms
     }
 
     /// The analysed terms of `text` (lowercased, stemmed words), in order.
@@ -334,55 +331,26 @@ impl SearchIndex {
             .collect()
     }
 
-    /// The scoring query for free text, or `None` when the text has no searchable term.
-    fn text_query(&self, text: &str) -> Option<Box<dyn Query>> {
-        let parts: Vec<(f32, PartFields)> = self
-            .fields
-            .parts()
-            .map(|(part, fields)| (part.boost(), fields))
-            .collect();
-        let searcher = self.reader.searcher();
-        let all = self.fields.all;
-        let known = |field_kind: FieldKind, term: &str| {
-            let field = match field_kind {
-                FieldKind::Words => all.words,
-                FieldKind::Ident => all.ident,
-                FieldKind::Gram => all.gram,
-            };
-            searcher
-                .doc_freq(&Term::from_field_text(field, term))
-                .map_or(true, |df| df > 0)
-        };
-        terms_query(&self.index, &parts, text, &known)
+    /// What `text` scores with, or `None` when it has no searchable term.
+    fn plan(&self, text: &Analysed) -> Option<QueryPlan> {
+        QueryPlan::new(text, &|kind, term| self.scorer.knows(kind, term))
     }
 
     /// One snippet generator per analyzer, highlighting the query's terms from every
     /// part (a Chinese term found in a symptom is highlighted wherever it is quoted).
-    fn snippet_generators(
-        &self,
-        searcher: &Searcher,
-        query: &dyn Query,
-    ) -> Result<Vec<SnippetGenerator>, SearchError> {
-        let all = self.fields.all;
+    fn snippet_generators(&self, plan: &QueryPlan) -> Result<Vec<SnippetGenerator>, SearchError> {
+        let all = self.all;
         let mut generators = Vec::with_capacity(3);
-        for (field, analyzer) in [
-            (all.words, analysis::WORDS),
-            (all.ident, analysis::IDENT),
-            (all.gram, analysis::GRAM),
+        for (kind, field, analyzer) in [
+            (FieldKind::Words, all.words, analysis::WORDS),
+            (FieldKind::Ident, all.ident, analysis::IDENT),
+            (FieldKind::Gram, all.gram, analysis::GRAM),
         ] {
-            let mut texts = BTreeSet::new();
-            query.query_terms(&mut |term, _| {
-                if self.fields.all_for(term.field()) == field
-                    && let Some(text) = term.value().as_str()
-                {
-                    texts.insert(text.to_string());
-                }
-            });
             let mut terms = BTreeMap::new();
-            for text in texts {
-                let doc_freq = searcher.doc_freq(&Term::from_field_text(field, &text))?;
+            for text in plan.highlight_terms(kind) {
+                let doc_freq = self.scorer.impacts(kind, text)?.len();
                 if doc_freq > 0 {
-                    terms.insert(text, 1.0 / (1.0 + doc_freq as f32));
+                    terms.insert(text.to_string(), 1.0 / (1.0 + doc_freq as f32));
                 }
             }
             let Some(tokenizer) = self.index.tokenizers().get(analyzer) else {
@@ -397,15 +365,27 @@ impl SearchIndex {
         }
         Ok(generators)
     }
+}
 
-    fn analyze(&self, analyzer: &str, text: &str) -> Vec<(usize, String)> {
-        let Some(mut analyzer) = self.index.tokenizers().get(analyzer) else {
-            return Vec::new();
-        };
-        let mut terms = analysis::analyze(&mut analyzer, text);
-        terms.truncate(MAX_QUERY_TERMS);
-        terms
+/// A searcher over an index that no longer changes.
+fn searcher(index: &Index) -> Result<Searcher, SearchError> {
+    let reader: IndexReader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()?;
+    Ok(reader.searcher())
+}
+
+/// The `ENTRY` fast field of every document, by ordinal (segment after segment).
+fn entries_by_ordinal(searcher: &Searcher) -> Result<Vec<usize>, SearchError> {
+    let mut out = Vec::new();
+    for segment in searcher.segment_readers() {
+        let column = segment.fast_fields().u64(ENTRY)?;
+        for doc in 0..segment.max_doc() {
+            out.push(column.first(doc).unwrap_or(u64::MAX) as usize);
+        }
     }
+    Ok(out)
 }
 
 fn register_analyzers(index: &Index) {
@@ -418,18 +398,18 @@ fn register_analyzers(index: &Index) {
 /// BM25 statistics with one idf per term across all parts of all entries. Per-field idf
 /// would call `torch` rare because it occurs in only one title, letting a common word
 /// outrank the rare one that names the problem; length normalisation stays per field.
-struct GlobalStats<'a> {
-    searcher: &'a Searcher,
-    fields: &'a Fields,
+struct GlobalStats {
+    searcher: Searcher,
+    fields: Fields,
 }
 
-impl Bm25StatisticsProvider for GlobalStats<'_> {
+impl Bm25StatisticsProvider for GlobalStats {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
         self.searcher.total_num_tokens(field)
     }
 
     fn total_num_docs(&self) -> tantivy::Result<u64> {
-        Bm25StatisticsProvider::total_num_docs(self.searcher)
+        Bm25StatisticsProvider::total_num_docs(&self.searcher)
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
@@ -472,12 +452,14 @@ fn pre_tokenized(analyzer: &mut TextAnalyzer, text: &str) -> PreTokenizedString 
     }
 }
 
-fn document(fields: &Fields, analyzers: &mut Analyzers, entry: &Entry) -> TantivyDocument {
+fn document(
+    fields: &Fields,
+    analyzers: &mut Analyzers,
+    position: usize,
+    entry: &Entry,
+) -> TantivyDocument {
     let mut doc = TantivyDocument::default();
-    doc.add_text(fields.slug, &entry.slug);
-    for tag in &entry.tags {
-        doc.add_text(fields.tag, tag);
-    }
+    doc.add_u64(fields.entry, position as u64);
     for (part, f) in fields.parts() {
         let texts: Vec<String> = match part {
             Part::Title => vec![entry.title.clone(), entry.title_zh.clone()],
@@ -507,110 +489,6 @@ fn document(fields: &Fields, analyzers: &mut Analyzers, entry: &Entry) -> Tantiv
         }
     }
     doc
-}
-
-/// The query for `text` over `parts` (boost, fields): each term (or phrase) scores by its
-/// best part plus a little for the others, so a common word repeated in every part
-/// cannot outweigh a rare word matched once: the entry that matches more of the query
-/// wins. `None` when the text has no searchable term.
-/// Which analyzer a term came from.
-#[derive(Clone, Copy)]
-enum FieldKind {
-    Words,
-    Ident,
-    Gram,
-}
-
-fn terms_query(
-    index: &Index,
-    parts: &[(f32, PartFields)],
-    text: &str,
-    known: &dyn Fn(FieldKind, &str) -> bool,
-) -> Option<Box<dyn Query>> {
-    let analyze = |name: &str| {
-        let Some(mut analyzer) = index.tokenizers().get(name) else {
-            return Vec::new();
-        };
-        let mut terms = analysis::analyze(&mut analyzer, text);
-        terms.truncate(MAX_QUERY_TERMS);
-        terms
-    };
-    let words = analyze(analysis::WORDS);
-    let idents = analyze(analysis::IDENT);
-    let grams = analysis::gram_query_terms(text);
-    if words.is_empty() && idents.is_empty() && grams.is_empty() {
-        return None;
-    }
-
-    let best_part = |make: &dyn Fn(&PartFields) -> Box<dyn Query>, weight: f32| {
-        let disjuncts = parts
-            .iter()
-            .map(|(boost, fields)| {
-                Box::new(BoostQuery::new(make(fields), weight * boost)) as Box<dyn Query>
-            })
-            .collect();
-        (
-            Occur::Should,
-            Box::new(DisjunctionMaxQuery::with_tie_breaker(
-                disjuncts,
-                TIE_BREAKER,
-            )) as Box<dyn Query>,
-        )
-    };
-
-    // Terms no entry uses cannot score: no clause for them (the costly part of a query
-    // is building each clause).
-    let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-    let mut all_known = true;
-    for term in unique_terms(&words) {
-        if !known(FieldKind::Words, term) {
-            all_known = false;
-            continue;
-        }
-        clauses.push(best_part(&|f| term_query(f.words, term), 1.0));
-    }
-    if all_known && (2..=MAX_PHRASE_TERMS).contains(&words.len()) {
-        // The words in order: an error string typed as written ranks its entry first.
-        clauses.push(best_part(&|f| phrase_query(f.words, &words), 2.0));
-    }
-    for term in unique_terms(&idents) {
-        if known(FieldKind::Ident, term) {
-            clauses.push(best_part(&|f| term_query(f.ident, term), 0.4));
-        }
-    }
-    for run in &grams {
-        if !run.iter().all(|g| known(FieldKind::Gram, g)) {
-            continue;
-        }
-        if run.len() == 1 {
-            clauses.push(best_part(&|f| term_query(f.gram, &run[0]), 0.8));
-        } else {
-            let positioned: Vec<(usize, String)> = run.iter().cloned().enumerate().collect();
-            clauses.push(best_part(&|f| phrase_query(f.gram, &positioned), 0.8));
-        }
-    }
-    Some(Box::new(BooleanQuery::new(clauses)))
-}
-
-fn unique_terms(terms: &[(usize, String)]) -> BTreeSet<&str> {
-    terms.iter().map(|(_, t)| t.as_str()).collect()
-}
-
-fn term_query(field: Field, text: &str) -> Box<dyn Query> {
-    Box::new(TermQuery::new(
-        Term::from_field_text(field, text),
-        IndexRecordOption::WithFreqs,
-    ))
-}
-
-fn phrase_query(field: Field, terms: &[(usize, String)]) -> Box<dyn Query> {
-    let first = terms.first().map(|(p, _)| *p).unwrap_or(0);
-    Box::new(PhraseQuery::new_with_offset(
-        terms
-            .iter()
-            .map(|(p, t)| (p - first, Term::from_field_text(field, t)))
-            .collect(),
-    ))
 }
 
 /// The best excerpt for this query: the body first, then the summaries and symptoms

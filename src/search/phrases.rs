@@ -6,13 +6,13 @@
 
 use std::collections::HashMap;
 
-use tantivy::collector::TopDocs;
-use tantivy::query::{Bm25StatisticsProvider, BooleanQuery, Occur, Query, TermQuery};
-use tantivy::schema::{Field, IndexRecordOption, STORED, STRING, Schema, Value};
-use tantivy::{Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term};
+use tantivy::query::Bm25StatisticsProvider;
+use tantivy::schema::{FAST, Field, IndexRecordOption, Schema};
+use tantivy::{Index, Searcher, TantivyDocument, Term};
 
-use super::schema::{PartFields, indexed_text};
-use super::{SearchError, analysis, register_analyzers, terms_query};
+use super::schema::{ENTRY, PartFields, indexed_text};
+use super::scoring::{self, Analysed, FieldKind, QueryPlan, Scorer};
+use super::{SearchError, analysis, entries_by_ordinal, register_analyzers, searcher};
 use crate::kb::{Entry, Kb};
 
 /// Phrase documents looked at per query.
@@ -69,19 +69,19 @@ impl Passages {
 }
 
 /// BM25 statistics over two phrase indexes with the same schema.
-struct Combined<'a> {
-    own: &'a Searcher,
-    other: &'a Searcher,
+struct Combined {
+    own: Searcher,
+    other: Searcher,
 }
 
-impl Bm25StatisticsProvider for Combined<'_> {
+impl Bm25StatisticsProvider for Combined {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
         Ok(self.own.total_num_tokens(field)? + self.other.total_num_tokens(field)?)
     }
 
     fn total_num_docs(&self) -> tantivy::Result<u64> {
-        Ok(Bm25StatisticsProvider::total_num_docs(self.own)?
-            + Bm25StatisticsProvider::total_num_docs(self.other)?)
+        Ok(Bm25StatisticsProvider::total_num_docs(&self.own)?
+            + Bm25StatisticsProvider::total_num_docs(&self.other)?)
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
@@ -90,22 +90,24 @@ impl Bm25StatisticsProvider for Combined<'_> {
 }
 
 pub struct PhraseIndex {
-    index: Index,
-    reader: IndexReader,
-    slug: Field,
-    /// The passage as written.
-    text: Field,
-    fields: PartFields,
-    passages: Passages,
+    scorer: Scorer,
+    /// The entry (position in the knowledge base) of each passage, by ordinal.
+    entry_of: Vec<usize>,
 }
 
 impl PhraseIndex {
-    pub fn build(kb: &Kb, passages: Passages) -> Result<PhraseIndex, SearchError> {
+    /// Indexes the passages of every entry. Word rarity is judged over `background`'s
+    /// passages too, when given: a word that every error quote uses is common even if
+    /// few symptom phrases happen to use it.
+    pub fn build(
+        kb: &Kb,
+        passages: Passages,
+        background: Option<&PhraseIndex>,
+    ) -> Result<PhraseIndex, SearchError> {
         let mut builder = Schema::builder();
-        let slug = builder.add_text_field("slug", STRING | STORED);
-        let text = builder.add_text_field("text", STORED);
+        let entry = builder.add_u64_field(ENTRY, FAST);
         let indexed = |tokenizer| indexed_text(tokenizer, IndexRecordOption::WithFreqsAndPositions);
-        let fields = PartFields {
+        let mut fields = PartFields {
             words: builder.add_text_field("phrase", indexed(analysis::WORDS)),
             ident: builder.add_text_field("phrase_ident", indexed(analysis::IDENT)),
             gram: builder.add_text_field("phrase_gram", indexed(analysis::GRAM)),
@@ -113,97 +115,76 @@ impl PhraseIndex {
         let index = Index::create_in_ram(builder.build());
         register_analyzers(&index);
         let mut writer = index.writer_with_num_threads::<TantivyDocument>(1, 15_000_000)?;
-        for entry in kb.entries() {
-            for passage in passages.of(entry) {
+        for (position, e) in kb.entries().iter().enumerate() {
+            for passage in passages.of(e) {
                 let mut doc = TantivyDocument::default();
-                doc.add_text(slug, &entry.slug);
+                doc.add_u64(entry, position as u64);
                 doc.add_text(fields.words, &passage);
                 if passages == Passages::Describing {
                     doc.add_text(fields.ident, &passage);
                     doc.add_text(fields.gram, &passage);
                 }
-                doc.add_text(text, passage);
                 writer.add_document(doc)?;
             }
         }
         writer.commit()?;
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()?;
-        Ok(PhraseIndex {
-            index,
-            reader,
-            slug,
-            text,
-            fields,
-            passages,
-        })
-    }
-
-    fn query(&self, text: &str) -> Option<Box<dyn Query>> {
-        let mut fields = self.fields;
-        if self.passages == Passages::Quoting {
-            // Only words are indexed: identifier parts and grams would match nothing.
+        if passages == Passages::Quoting {
+            // Only words are indexed: identifier parts and grams are looked up as words.
             fields.ident = fields.words;
             fields.gram = fields.words;
         }
-        terms_query(&self.index, &[(1.0, fields)], text, &|_, _| true)
+        let searcher = searcher(&index)?;
+        let entry_of = entries_by_ordinal(&searcher)?;
+        let stats: Box<dyn Bm25StatisticsProvider + Send + Sync> = match background {
+            Some(other) => Box::new(Combined {
+                own: searcher.clone(),
+                other: other.scorer.searcher().clone(),
+            }),
+            None => Box::new(searcher.clone()),
+        };
+        let scorer = Scorer::new(searcher, stats, vec![(1.0, fields)]);
+        Ok(PhraseIndex { scorer, entry_of })
+    }
+
+    fn scores(&self, text: &Analysed) -> Result<Vec<f32>, SearchError> {
+        match QueryPlan::new(text, &|kind, term| self.scorer.knows(kind, term)) {
+            Some(plan) => self.scorer.scores(&plan),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// Entries whose best passage matches `text`, with that passage's score, best first.
-    /// Word rarity is judged over `background`'s passages too: a word that every error
-    /// quote uses is common even if few symptom phrases happen to use it.
-    pub fn best(
-        &self,
-        text: &str,
-        background: &PhraseIndex,
-    ) -> Result<Vec<(String, f32)>, SearchError> {
-        let Some(query) = self.query(text) else {
-            return Ok(Vec::new());
-        };
-        let searcher = self.reader.searcher();
-        let stats = Combined {
-            own: &searcher,
-            other: &background.reader.searcher(),
-        };
-        let top = searcher.search_with_statistics_provider(
-            &query,
-            &TopDocs::with_limit(PHRASE_HITS).order_by_score(),
-            &stats,
-        )?;
-        let mut best: HashMap<String, f32> = HashMap::new();
-        for (score, address) in top {
-            let doc: TantivyDocument = searcher.doc(address)?;
-            if let Some(slug) = doc.get_first(self.slug).and_then(|v| v.as_str()) {
-                let entry = best.entry(slug.to_string()).or_insert(0.0);
-                *entry = entry.max(score);
-            }
+    pub fn best(&self, text: &Analysed) -> Result<Vec<(usize, f32)>, SearchError> {
+        let mut best: HashMap<usize, f32> = HashMap::new();
+        for (ordinal, score) in scoring::top(&self.scores(text)?, PHRASE_HITS) {
+            let entry = best.entry(self.entry_of[ordinal as usize]).or_insert(0.0);
+            *entry = entry.max(score);
         }
-        let mut ranked: Vec<(String, f32)> = best.into_iter().collect();
+        let mut ranked: Vec<(usize, f32)> = best.into_iter().collect();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         Ok(ranked)
     }
 
-    /// The passages of entry `slug` closest to `text`, as written.
-    pub fn passages(&self, text: &str, slug: &str) -> Result<Vec<String>, SearchError> {
-        let Some(terms) = self.query(text) else {
-            return Ok(Vec::new());
-        };
-        let of_entry: Box<dyn Query> = Box::new(TermQuery::new(
-            Term::from_field_text(self.slug, slug),
-            IndexRecordOption::Basic,
-        ));
-        let query = BooleanQuery::new(vec![(Occur::Must, of_entry), (Occur::Must, terms)]);
-        let searcher = self.reader.searcher();
-        let top = searcher.search(&query, &TopDocs::with_limit(PASSAGE_HITS).order_by_score())?;
-        let mut out = Vec::with_capacity(top.len());
-        for (_, address) in top {
-            let doc: TantivyDocument = searcher.doc(address)?;
-            if let Some(text) = doc.get_first(self.text).and_then(|v| v.as_str()) {
-                out.push(text.to_string());
+    /// The passages (ordinals) of entry `entry` closest to `text`, best first.
+    pub fn passages(&self, text: &Analysed, entry: usize) -> Result<Vec<u32>, SearchError> {
+        let mut scores = self.scores(text)?;
+        for (ordinal, score) in scores.iter_mut().enumerate() {
+            if self.entry_of[ordinal] != entry {
+                *score = 0.0;
             }
         }
-        Ok(out)
+        Ok(scoring::top(&scores, PASSAGE_HITS)
+            .into_iter()
+            .map(|(ordinal, _)| ordinal)
+            .collect())
+    }
+
+    /// Whether the passage at `ordinal` holds the analysed word `term`.
+    pub fn holds(&self, term: &str, ordinal: u32) -> Result<bool, SearchError> {
+        self.scorer.holds(FieldKind::Words, term, ordinal)
+    }
+
+    pub fn clear_cache(&self) {
+        self.scorer.clear_cache();
     }
 }

@@ -2,9 +2,7 @@
 //! indexed three times, once per analyzer, so queries can weigh exact words, identifier
 //! parts and Chinese character grams differently.
 
-use tantivy::schema::{
-    Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
-};
+use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 
 use super::analysis;
 
@@ -58,6 +56,10 @@ impl Part {
     }
 }
 
+/// Name of the fast field holding each document's entry: its position in the
+/// knowledge base's entries.
+pub const ENTRY: &str = "entry";
+
 /// Options for a text field analysed by `tokenizer`, recording `record`.
 pub fn indexed_text(tokenizer: &str, record: IndexRecordOption) -> TextOptions {
     TextOptions::default().set_indexing_options(
@@ -78,8 +80,8 @@ pub struct PartFields {
 #[derive(Clone, Debug)]
 pub struct Fields {
     pub schema: Schema,
-    pub slug: Field,
-    pub tag: Field,
+    /// The entry's position in the knowledge base (see `ENTRY`).
+    pub entry: Field,
     /// Every part's text once more, per analyzer, only to count in how many entries a
     /// term occurs at all (see `GlobalStats`).
     pub all: PartFields,
@@ -89,8 +91,7 @@ pub struct Fields {
 impl Fields {
     pub fn new() -> Fields {
         let mut builder = Schema::builder();
-        let slug = builder.add_text_field("slug", STRING | STORED);
-        let tag = builder.add_text_field("tag", STRING);
+        let entry = builder.add_u64_field(ENTRY, FAST);
         let text = |tokenizer| indexed_text(tokenizer, IndexRecordOption::WithFreqsAndPositions);
         let counted = |tokenizer| indexed_text(tokenizer, IndexRecordOption::Basic);
         let all = PartFields {
@@ -112,8 +113,7 @@ impl Fields {
             .collect();
         Fields {
             schema: builder.build(),
-            slug,
-            tag,
+            entry,
             all,
             parts,
         }

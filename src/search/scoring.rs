@@ -1,0 +1,551 @@
+//! Query scoring over a tantivy index without tantivy's per-query machinery.
+//!
+//! A query is planned once into weighted single terms and exact phrases. Each single
+//! term's BM25 contribution to every document ("impacts": the best part's boosted
+//! score plus a little for the others) is read once from the index's postings and
+//! field norms with tantivy's own `Bm25Weight`, then cached for the life of the index.
+//! Scoring a query is then a sum over a few short lists. Phrases, which need
+//! positions, still run as tantivy phrase queries.
+//!
+//! Why: for a knowledge base of hundreds of entries, building a tantivy query (a term
+//! lookup, a BM25 weight and a scorer per term and field: 21 fields per word) costs
+//! milliseconds while the scoring itself costs microseconds. The cached impacts make
+//! that setup a hash lookup per term, and the scores come out the same.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use tantivy::collector::TopDocs;
+use tantivy::postings::Postings;
+use tantivy::query::{
+    Bm25StatisticsProvider, Bm25Weight, BooleanQuery, BoostQuery, DisjunctionMaxQuery, Occur,
+    PhraseQuery, Query,
+};
+use tantivy::schema::{Field, IndexRecordOption};
+use tantivy::{DocAddress, DocSet, Index, Searcher, TERMINATED, Term};
+
+use super::SearchError;
+use super::analysis;
+use super::schema::PartFields;
+
+/// Only the first this-many words of a query are used: enough for a question or the
+/// error messages of a log, and it bounds the cost of a query built from a paste.
+pub const MAX_QUERY_TERMS: usize = 160;
+/// Longest word sequence tried as an exact phrase.
+const MAX_PHRASE_TERMS: usize = 16;
+/// How much the parts other than the best one add to a term's score.
+const TIE_BREAKER: f32 = 0.1;
+/// Weights of the three kinds of term: whole words count most; identifier parts and
+/// Chinese grams overlap with words and with each other, so they count less.
+const WORD_WEIGHT: f32 = 1.0;
+const WORD_PHRASE_WEIGHT: f32 = 2.0;
+const IDENT_WEIGHT: f32 = 0.4;
+const GRAM_WEIGHT: f32 = 0.8;
+/// Most (term, document) impacts kept in the cache: far more than a knowledge base of
+/// thousands of entries needs, and a bound on memory when queries bring endless new
+/// words. Past it, terms are still scored, just not remembered.
+const CACHE_BUDGET: usize = 4 << 20;
+
+/// Which analyzer a term came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FieldKind {
+    Words = 0,
+    Ident = 1,
+    Gram = 2,
+}
+
+impl FieldKind {
+    pub fn field(self, fields: &PartFields) -> Field {
+        match self {
+            FieldKind::Words => fields.words,
+            FieldKind::Ident => fields.ident,
+            FieldKind::Gram => fields.gram,
+        }
+    }
+}
+
+/// Terms with their positions in the text, as analyzers produce them.
+pub type Positioned = Vec<(usize, String)>;
+
+/// What a query text scores with: each distinct term once, and the word sequences
+/// that also score as exact phrases.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueryPlan {
+    /// (analyzer, term, weight).
+    pub terms: Vec<(FieldKind, String, f32)>,
+    /// (analyzer, positioned terms, weight).
+    pub phrases: Vec<(FieldKind, Positioned, f32)>,
+}
+
+/// A text analysed once by all three analyzers, to be planned against several indexes.
+#[derive(Debug, Clone, Default)]
+pub struct Analysed {
+    /// (position, term) from the words analyzer, at most `MAX_QUERY_TERMS`.
+    pub words: Positioned,
+    /// The same from the identifier-parts analyzer.
+    pub idents: Positioned,
+    /// Chinese runs as grams (see `analysis::gram_query_terms`).
+    pub grams: Vec<Vec<String>>,
+}
+
+impl Analysed {
+    /// Analyses `text` with `index`'s registered analyzers.
+    pub fn new(index: &Index, text: &str) -> Analysed {
+        let analyze = |name: &str| {
+            let Some(mut analyzer) = index.tokenizers().get(name) else {
+                return Vec::new();
+            };
+            let mut terms = analysis::analyze(&mut analyzer, text);
+            terms.truncate(MAX_QUERY_TERMS);
+            terms
+        };
+        Analysed {
+            words: analyze(analysis::WORDS),
+            idents: analyze(analysis::IDENT),
+            grams: analysis::gram_query_terms(text),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty() && self.idents.is_empty() && self.grams.is_empty()
+    }
+}
+
+impl QueryPlan {
+    /// Plans an analysed text. Terms for which `known` is false (no document holds
+    /// them) are left out, and so are phrases holding one. `None` when the text has no
+    /// term at all.
+    pub fn new(text: &Analysed, known: &dyn Fn(FieldKind, &str) -> bool) -> Option<QueryPlan> {
+        if text.is_empty() {
+            return None;
+        }
+        let Analysed {
+            words,
+            idents,
+            grams,
+        } = text;
+        let mut plan = QueryPlan::default();
+        let mut all_known = true;
+        for term in unique(words) {
+            if known(FieldKind::Words, term) {
+                plan.terms
+                    .push((FieldKind::Words, term.to_string(), WORD_WEIGHT));
+            } else {
+                all_known = false;
+            }
+        }
+        if all_known && (2..=MAX_PHRASE_TERMS).contains(&words.len()) {
+            // The words in order: an error string typed as written ranks its entry first.
+            plan.phrases
+                .push((FieldKind::Words, words.clone(), WORD_PHRASE_WEIGHT));
+        }
+        for term in unique(idents) {
+            if known(FieldKind::Ident, term) {
+                plan.terms
+                    .push((FieldKind::Ident, term.to_string(), IDENT_WEIGHT));
+            }
+        }
+        for run in grams {
+            if !run.iter().all(|g| known(FieldKind::Gram, g)) {
+                continue;
+            }
+            if run.len() == 1 {
+                plan.terms
+                    .push((FieldKind::Gram, run[0].clone(), GRAM_WEIGHT));
+            } else {
+                let positioned = run.iter().cloned().enumerate().collect();
+                plan.phrases
+                    .push((FieldKind::Gram, positioned, GRAM_WEIGHT));
+            }
+        }
+        Some(plan)
+    }
+
+    /// Every term the plan looks for, by analyzer: what a snippet should highlight.
+    pub fn highlight_terms(&self, kind: FieldKind) -> BTreeSet<&str> {
+        let singles = self
+            .terms
+            .iter()
+            .filter(|t| t.0 == kind)
+            .map(|t| t.1.as_str());
+        let in_phrases = self
+            .phrases
+            .iter()
+            .filter(|p| p.0 == kind)
+            .flat_map(|p| p.1.iter().map(|(_, t)| t.as_str()));
+        singles.chain(in_phrases).collect()
+    }
+}
+
+fn unique(terms: &[(usize, String)]) -> BTreeSet<&str> {
+    terms.iter().map(|(_, t)| t.as_str()).collect()
+}
+
+/// One document's share of one term's score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Impact {
+    /// The document's ordinal (see `Scorer::ordinal`).
+    pub doc: u32,
+    pub score: f32,
+}
+
+/// A term's impacts, by ordinal.
+pub type Impacts = Arc<[Impact]>;
+
+#[derive(Default)]
+struct Cache {
+    /// One map per analyzer, by term.
+    terms: [HashMap<Box<str>, Impacts>; 3],
+    size: usize,
+}
+
+/// Scores query plans against one index: its parts (boost, fields), its BM25
+/// statistics, and the cache of term impacts.
+pub struct Scorer {
+    searcher: Searcher,
+    stats: Box<dyn Bm25StatisticsProvider + Send + Sync>,
+    parts: Vec<(f32, PartFields)>,
+    /// The ordinal of each segment's first document.
+    bases: Vec<u32>,
+    num_docs: usize,
+    cache: RwLock<Cache>,
+}
+
+impl Scorer {
+    /// `searcher` must be of an index that no longer changes.
+    pub fn new(
+        searcher: Searcher,
+        stats: Box<dyn Bm25StatisticsProvider + Send + Sync>,
+        parts: Vec<(f32, PartFields)>,
+    ) -> Scorer {
+        let mut bases = Vec::with_capacity(searcher.segment_readers().len());
+        let mut num_docs = 0u32;
+        for segment in searcher.segment_readers() {
+            bases.push(num_docs);
+            num_docs += segment.max_doc();
+        }
+        Scorer {
+            searcher,
+            stats,
+            parts,
+            bases,
+            num_docs: num_docs as usize,
+            cache: RwLock::new(Cache::default()),
+        }
+    }
+
+    /// Number of document ordinals: scores are indexed by ordinal.
+    pub fn num_docs(&self) -> usize {
+        self.num_docs
+    }
+
+    pub fn searcher(&self) -> &Searcher {
+        &self.searcher
+    }
+
+    /// A document's ordinal: its position over all segments.
+    pub fn ordinal(&self, address: DocAddress) -> u32 {
+        self.bases[address.segment_ord as usize] + address.doc_id
+    }
+
+    /// Whether any document holds the term.
+    pub fn knows(&self, kind: FieldKind, term: &str) -> bool {
+        self.impacts(kind, term).map_or(true, |i| !i.is_empty())
+    }
+
+    /// The term's score in each document that holds it, by ordinal.
+    pub fn impacts(&self, kind: FieldKind, term: &str) -> Result<Impacts, SearchError> {
+        let cache = self.cache.read().unwrap_or_else(PoisonError::into_inner);
+        if let Some(found) = cache.terms[kind as usize].get(term) {
+            return Ok(found.clone());
+        }
+        drop(cache);
+        let impacts: Impacts = self.read_impacts(kind, term)?.into();
+        let mut cache = self.cache.write().unwrap_or_else(PoisonError::into_inner);
+        if cache.size + impacts.len() < CACHE_BUDGET {
+            cache.size += impacts.len() + 1;
+            cache.terms[kind as usize].insert(term.into(), impacts.clone());
+        }
+        Ok(impacts)
+    }
+
+    /// Whether the document at `ordinal` holds the term.
+    pub fn holds(&self, kind: FieldKind, term: &str, ordinal: u32) -> Result<bool, SearchError> {
+        Ok(self
+            .impacts(kind, term)?
+            .binary_search_by_key(&ordinal, |i| i.doc)
+            .is_ok())
+    }
+
+    /// Forgets every cached impact (the next queries read the postings again).
+    pub fn clear_cache(&self) {
+        *self.cache.write().unwrap_or_else(PoisonError::into_inner) = Cache::default();
+    }
+
+    /// Reads the term's postings in every part: per document, the best part's boosted
+    /// BM25 score plus `TIE_BREAKER` times the others', exactly as a disjunction-max
+    /// query over the parts would score it.
+    fn read_impacts(&self, kind: FieldKind, text: &str) -> Result<Vec<Impact>, SearchError> {
+        // (max, sum) per ordinal, for the documents that hold the term in some part.
+        let mut found: Vec<(u32, f32, f32)> = Vec::new();
+        let mut at: HashMap<u32, usize> = HashMap::new();
+        for (boost, fields) in &self.parts {
+            let field = kind.field(fields);
+            let term = Term::from_field_text(field, text);
+            let mut weight = None;
+            for (segment_ord, segment) in self.searcher.segment_readers().iter().enumerate() {
+                let inverted = segment.inverted_index(field)?;
+                let Some(mut postings) =
+                    inverted.read_postings(&term, IndexRecordOption::WithFreqs)?
+                else {
+                    continue;
+                };
+                let weight = match &weight {
+                    Some(w) => w,
+                    None => weight.insert(
+                        Bm25Weight::for_terms(&*self.stats, std::slice::from_ref(&term))?
+                            .boost_by(*boost),
+                    ),
+                };
+                let norms = segment.get_fieldnorms_reader(field)?;
+                let base = self.bases[segment_ord];
+                let mut doc = postings.doc();
+                while doc != TERMINATED {
+                    let score = weight.score(norms.fieldnorm_id(doc), postings.term_freq());
+                    let ordinal = base + doc;
+                    match at.get(&ordinal) {
+                        Some(&i) => {
+                            let slot = &mut found[i];
+                            slot.1 = slot.1.max(score);
+                            slot.2 += score;
+                        }
+                        None => {
+                            at.insert(ordinal, found.len());
+                            found.push((ordinal, score, score));
+                        }
+                    }
+                    doc = postings.advance();
+                }
+            }
+        }
+        let mut impacts: Vec<Impact> = found
+            .into_iter()
+            .map(|(doc, max, sum)| Impact {
+                doc,
+                score: max + (sum - max) * TIE_BREAKER,
+            })
+            .collect();
+        impacts.sort_unstable_by_key(|i| i.doc);
+        Ok(impacts)
+    }
+
+    /// The plan's score for every document, by ordinal (0 where nothing matched).
+    pub fn scores(&self, plan: &QueryPlan) -> Result<Vec<f32>, SearchError> {
+        let mut scores = vec![0.0f32; self.num_docs];
+        for (kind, term, weight) in &plan.terms {
+            for impact in self.impacts(*kind, term)?.iter() {
+                scores[impact.doc as usize] += weight * impact.score;
+            }
+        }
+        if !plan.phrases.is_empty() && self.num_docs > 0 {
+            let query = self.phrase_query(plan);
+            let top = self.searcher.search_with_statistics_provider(
+                &query,
+                &TopDocs::with_limit(self.num_docs).order_by_score(),
+                &*self.stats,
+            )?;
+            for (score, address) in top {
+                scores[self.ordinal(address) as usize] += score;
+            }
+        }
+        Ok(scores)
+    }
+
+    /// The plan's phrases as one tantivy query: each phrase scores by its best part.
+    fn phrase_query(&self, plan: &QueryPlan) -> BooleanQuery {
+        let clauses = plan
+            .phrases
+            .iter()
+            .map(|(kind, terms, weight)| {
+                let disjuncts = self
+                    .parts
+                    .iter()
+                    .map(|(boost, fields)| {
+                        let phrase = phrase_query(kind.field(fields), terms);
+                        Box::new(BoostQuery::new(phrase, weight * boost)) as Box<dyn Query>
+                    })
+                    .collect();
+                (
+                    Occur::Should,
+                    Box::new(DisjunctionMaxQuery::with_tie_breaker(
+                        disjuncts,
+                        TIE_BREAKER,
+                    )) as Box<dyn Query>,
+                )
+            })
+            .collect();
+        BooleanQuery::new(clauses)
+    }
+}
+
+fn phrase_query(field: Field, terms: &[(usize, String)]) -> Box<dyn Query> {
+    let first = terms.first().map(|(p, _)| *p).unwrap_or(0);
+    Box::new(PhraseQuery::new_with_offset(
+        terms
+            .iter()
+            .map(|(p, t)| (p - first, Term::from_field_text(field, t)))
+            .collect(),
+    ))
+}
+
+/// Ordinals with a positive score, best first (ties: lower ordinal first), at most
+/// `limit` of them.
+pub fn top(scores: &[f32], limit: usize) -> Vec<(u32, f32)> {
+    let mut ranked: Vec<(u32, f32)> = scores
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| **s > 0.0)
+        .map(|(i, s)| (i as u32, *s))
+        .collect();
+    ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    ranked.truncate(limit);
+    ranked
+}
+
+#[cfg(test)]
+mod tests {
+    use tantivy::query::TermQuery;
+    use tantivy::schema::Schema;
+    use tantivy::{TantivyDocument, doc};
+
+    use super::*;
+    use crate::search::schema::indexed_text;
+    use crate::search::{register_analyzers, searcher};
+
+    /// The same plan as one tantivy query: per term, the best part plus a little of
+    /// the others; the phrases as `Scorer::phrase_query` builds them.
+    fn tantivy_query(scorer: &Scorer, plan: &QueryPlan) -> BooleanQuery {
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = plan
+            .terms
+            .iter()
+            .map(|(kind, term, weight)| {
+                let parts = scorer
+                    .parts
+                    .iter()
+                    .map(|(boost, fields)| {
+                        let term = Term::from_field_text(kind.field(fields), term);
+                        let query = TermQuery::new(term, IndexRecordOption::WithFreqs);
+                        Box::new(BoostQuery::new(Box::new(query), weight * boost)) as Box<dyn Query>
+                    })
+                    .collect();
+                let best = DisjunctionMaxQuery::with_tie_breaker(parts, TIE_BREAKER);
+                (Occur::Should, Box::new(best) as Box<dyn Query>)
+            })
+            .collect();
+        clauses.push((Occur::Should, Box::new(scorer.phrase_query(plan))));
+        BooleanQuery::new(clauses)
+    }
+
+    #[test]
+    fn cached_impacts_score_exactly_like_the_tantivy_query() {
+        let mut builder = Schema::builder();
+        let mut part = |name: &str| PartFields {
+            words: builder.add_text_field(
+                name,
+                indexed_text(analysis::WORDS, IndexRecordOption::WithFreqsAndPositions),
+            ),
+            ident: builder.add_text_field(
+                &format!("{name}_ident"),
+                indexed_text(analysis::IDENT, IndexRecordOption::WithFreqsAndPositions),
+            ),
+            gram: builder.add_text_field(
+                &format!("{name}_gram"),
+                indexed_text(analysis::GRAM, IndexRecordOption::WithFreqsAndPositions),
+            ),
+        };
+        let (title, body) = (part("title"), part("body"));
+        let index = Index::create_in_ram(builder.build());
+        register_analyzers(&index);
+        let mut writer = index.writer_with_num_threads(1, 15_000_000).unwrap();
+        for (t, b) in [
+            (
+                "NCCL watchdog timeout",
+                "a collective timed out on rank 3 after 600000 ms",
+            ),
+            (
+                "CUDA out of memory",
+                "显存不足 torch.OutOfMemoryError: CUDA out of memory",
+            ),
+            (
+                "ncclInvalidUsage",
+                "Duplicate GPU detected: rank 1 and rank 0 both on cuda:0",
+            ),
+            (
+                "Training hangs",
+                "多卡训练卡住 the job hangs at the end of the first epoch",
+            ),
+        ] {
+            let mut doc = TantivyDocument::default();
+            for (fields, text) in [(title, t), (body, b)] {
+                for field in [fields.words, fields.ident, fields.gram] {
+                    doc.add_text(field, text);
+                }
+            }
+            writer.add_document(doc).unwrap();
+        }
+        writer.add_document(doc!()).unwrap();
+        writer.commit().unwrap();
+        let searcher = searcher(&index).unwrap();
+        let scorer = Scorer::new(
+            searcher.clone(),
+            Box::new(searcher.clone()),
+            vec![(4.0, title), (1.0, body)],
+        );
+
+        for text in [
+            "NCCL timeout on rank 3",
+            "nccl invalid usage duplicate GPU",
+            "CUDA out of memory",
+            "训练卡住 显存",
+            "hangs at the end of the first epoch",
+            "no such words anywhere",
+        ] {
+            let analysed = Analysed::new(&index, text);
+            let Some(plan) = QueryPlan::new(&analysed, &|k, t| scorer.knows(k, t)) else {
+                continue;
+            };
+            let ours = scorer.scores(&plan).unwrap();
+            let theirs = searcher
+                .search(
+                    &tantivy_query(&scorer, &plan),
+                    &TopDocs::with_limit(10).order_by_score(),
+                )
+                .unwrap();
+            assert_eq!(
+                ours.iter().filter(|s| **s > 0.0).count(),
+                theirs.len(),
+                "{text}: the same documents match"
+            );
+            for (score, address) in theirs {
+                let mine = ours[scorer.ordinal(address) as usize];
+                assert!(
+                    (mine - score).abs() <= 1e-4 * score,
+                    "{text}: {mine} vs {score}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn plans_leave_out_unknown_terms_and_phrases_holding_them() {
+        let index = Index::create_in_ram(Schema::builder().build());
+        register_analyzers(&index);
+        let known = |_: FieldKind, t: &str| t != "zzz";
+        let plan = QueryPlan::new(&Analysed::new(&index, "rank timeout"), &known).unwrap();
+        assert_eq!(plan.phrases.len(), 1, "both words known: also a phrase");
+        let plan = QueryPlan::new(&Analysed::new(&index, "rank zzz timeout"), &known).unwrap();
+        assert!(plan.phrases.is_empty());
+        assert!(plan.terms.iter().all(|(_, t, _)| t != "zzz"));
+        assert!(QueryPlan::new(&Analysed::new(&index, " ,.; "), &known).is_none());
+    }
+}

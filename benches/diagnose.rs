@@ -80,6 +80,20 @@ fn diagnose(bencher: divan::Bencher, units: usize) {
         .bench(|| diagnoser.diagnose_text(divan::black_box(&text), 5).unwrap());
 }
 
+/// The same with the term-score cache emptied before each run: the cost of a paste
+/// whose every word is new to a freshly started server.
+#[divan::bench(args = [1, 10])]
+fn diagnose_cold(bencher: divan::Bencher, units: usize) {
+    let text = log(units);
+    let diagnoser = &*DIAGNOSER;
+    bencher
+        .counter(divan::counter::BytesCount::of_str(&text))
+        .bench(|| {
+            diagnoser.index().clear_cache();
+            diagnoser.diagnose_text(divan::black_box(&text), 5).unwrap()
+        });
+}
+
 /// Cleaning alone: prefixes, wrapping, deduplication.
 #[divan::bench(args = [1, 10, 100])]
 fn parse(bencher: divan::Bencher, units: usize) {

@@ -42,6 +42,10 @@ enum Command {
         /// Address to listen on.
         #[arg(long, env = "ERRBOOK_ADDR", default_value = "127.0.0.1:8080")]
         addr: SocketAddr,
+        /// The URL users reach this server at (`https://errbook.example.com`): API and
+        /// MCP answers then carry absolute links a chatbot can cite.
+        #[arg(long, env = "ERRBOOK_PUBLIC_URL")]
+        public_url: Option<String>,
     },
     /// Validate every entry; exits non-zero naming file and line of each problem.
     Check {
@@ -93,7 +97,11 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve { kb, addr } => serve(&kb.kb, addr),
+        Command::Serve {
+            kb,
+            addr,
+            public_url,
+        } => serve(&kb.kb, addr, public_url.as_deref()),
         Command::Check { kb } => check(&kb.kb),
         Command::Diagnose {
             file,
@@ -274,7 +282,7 @@ fn clip(text: &str, max: usize) -> String {
     }
 }
 
-fn serve(dir: &Path, addr: SocketAddr) -> anyhow::Result<ExitCode> {
+fn serve(dir: &Path, addr: SocketAddr, public_url: Option<&str>) -> anyhow::Result<ExitCode> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -291,6 +299,16 @@ fn serve(dir: &Path, addr: SocketAddr) -> anyhow::Result<ExitCode> {
     };
     let entries = kb.len();
     let index = SearchIndex::build(Arc::new(kb)).context("building the search index")?;
+    let mut state = AppState::new(index);
+    if let Some(base) = public_url {
+        state = match state.with_public_url(base) {
+            Ok(state) => state,
+            Err(message) => {
+                eprintln!("error: --public-url: {message}");
+                return Ok(ExitCode::FAILURE);
+            }
+        };
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -306,7 +324,7 @@ fn serve(dir: &Path, addr: SocketAddr) -> anyhow::Result<ExitCode> {
             ready_ms = started.elapsed().as_millis() as u64,
             "errbook listening on http://{local}"
         );
-        axum::serve(listener, app(AppState::new(index)))
+        axum::serve(listener, app(state))
             .with_graceful_shutdown(shutdown_signal())
             .await
             .context("server failed")

@@ -41,12 +41,12 @@ pub struct SearchHit {
 }
 
 impl SearchHit {
-    fn new(hit: Hit, entry: &Entry) -> Self {
+    fn new(state: &AppState, hit: Hit, entry: &Entry) -> Self {
         SearchHit {
             slug: hit.slug,
             title: entry.title.clone(),
             title_zh: entry.title_zh.clone(),
-            url: entry_url(entry),
+            url: state.entry_url(&entry.slug),
             summary: entry.summary.clone(),
             snippet: hit.snippet,
             score: hit.score,
@@ -90,7 +90,7 @@ pub async fn search(
         .into_iter()
         .filter_map(|hit| {
             let entry = kb.get(&hit.slug)?;
-            Some(SearchHit::new(hit, entry))
+            Some(SearchHit::new(&state, hit, entry))
         })
         .collect();
     Ok(Json(SearchResponse {
@@ -169,7 +169,7 @@ pub async fn diagnose(
                 slug: m.slug.clone(),
                 title: e.title.clone(),
                 title_zh: e.title_zh.clone(),
-                url: entry_url(e),
+                url: state.entry_url(&e.slug),
                 summary: e.summary.clone(),
                 score: m.score,
                 confidence: m.confidence,
@@ -180,7 +180,7 @@ pub async fn diagnose(
     let closest = d
         .closest
         .iter()
-        .filter_map(|hit| Some(SearchHit::new(hit.clone(), kb.get(&hit.slug)?)))
+        .filter_map(|hit| Some(SearchHit::new(&state, hit.clone(), kb.get(&hit.slug)?)))
         .collect();
     Ok(Json(DiagnoseResponse {
         verdict: d.verdict,
@@ -207,8 +207,8 @@ pub struct EntrySummary {
     pub url: String,
 }
 
-impl From<&Entry> for EntrySummary {
-    fn from(e: &Entry) -> Self {
+impl EntrySummary {
+    pub fn new(state: &AppState, e: &Entry) -> Self {
         EntrySummary {
             slug: e.slug.clone(),
             title: e.title.clone(),
@@ -216,7 +216,7 @@ impl From<&Entry> for EntrySummary {
             summary: e.summary.clone(),
             summary_zh: e.summary_zh.clone(),
             tags: e.tags.clone(),
-            url: entry_url(e),
+            url: state.entry_url(&e.slug),
         }
     }
 }
@@ -228,7 +228,13 @@ pub struct EntryListResponse {
 
 pub async fn entries(State(state): State<AppState>) -> Json<EntryListResponse> {
     Json(EntryListResponse {
-        entries: state.index.kb().entries().iter().map(Into::into).collect(),
+        entries: state
+            .index
+            .kb()
+            .entries()
+            .iter()
+            .map(|e| EntrySummary::new(&state, e))
+            .collect(),
     })
 }
 
@@ -255,7 +261,7 @@ pub async fn entry(
         .get(&slug)
         .ok_or_else(|| AppError::NotFound(format!("there is no entry `{slug}`")))?;
     Ok(Json(EntryResponse {
-        summary: e.into(),
+        summary: EntrySummary::new(&state, e),
         signatures: e
             .signatures
             .iter()
@@ -285,8 +291,4 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
 
 pub async fn not_found() -> ApiError {
     AppError::NotFound("no API route at this address".into()).into()
-}
-
-fn entry_url(entry: &Entry) -> String {
-    format!("/entries/{}", entry.slug)
 }

@@ -27,6 +27,9 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 pub struct AppState {
     pub index: Arc<SearchIndex>,
     pub diagnoser: Arc<Diagnoser>,
+    /// Where users reach this server (`https://errbook.example.com`), without a
+    /// trailing slash; `None` when unknown, and then URLs are relative.
+    pub public_url: Option<Arc<str>>,
 }
 
 impl AppState {
@@ -35,7 +38,36 @@ impl AppState {
         AppState {
             diagnoser: Arc::new(Diagnoser::new(index.clone())),
             index,
+            public_url: None,
         }
+    }
+
+    /// The same state, with URLs made absolute against `base` (`http(s)://host[/path]`).
+    pub fn with_public_url(mut self, base: &str) -> Result<Self, String> {
+        let base = base.trim().trim_end_matches('/');
+        let rest = base
+            .strip_prefix("https://")
+            .or_else(|| base.strip_prefix("http://"))
+            .ok_or_else(|| format!("public URL `{base}` must start with http:// or https://"))?;
+        if rest.is_empty() || rest.contains(|c: char| c.is_whitespace() || c == '?' || c == '#') {
+            return Err(format!("public URL `{base}` is not a base URL"));
+        }
+        self.public_url = Some(base.into());
+        Ok(self)
+    }
+
+    /// `path` (starting with `/`) as a URL to give out: absolute when the public URL
+    /// is known.
+    pub fn url(&self, path: &str) -> String {
+        match &self.public_url {
+            Some(base) => format!("{base}{path}"),
+            None => path.to_string(),
+        }
+    }
+
+    /// The URL of an entry's page.
+    pub fn entry_url(&self, slug: &str) -> String {
+        self.url(&format!("/entries/{slug}"))
     }
 }
 

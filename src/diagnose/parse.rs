@@ -19,14 +19,14 @@ const WRAPPERS: [&str; 6] = [
     "RendezvousGracefulExitError",
 ];
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Frame {
     /// File name without directories (`distributed.py`).
     pub file: String,
     pub function: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Exception {
     /// Type as printed, without its module (`DistBackendError`).
     #[serde(rename = "type")]
@@ -47,7 +47,7 @@ pub struct Exception {
 }
 
 /// torchrun's "Root Cause (first observed failure)" block.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct RootCause {
     pub rank: Option<u32>,
     pub local_rank: Option<u32>,
@@ -58,7 +58,7 @@ pub struct RootCause {
 }
 
 /// Everything understood about a paste.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
 pub struct Parsed {
     pub exceptions: Vec<Exception>,
     /// Index into `exceptions` of the root cause.

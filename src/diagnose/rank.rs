@@ -44,14 +44,14 @@ const ROOT_MESSAGE_COVERAGE_WEAK: f32 = 0.35;
 /// the best by full text or by its closest phrase, and share this much vocabulary.
 const TEXT_ONLY_COVERAGE: f32 = 0.1;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Matched,
     NoMatch,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Confidence {
     Low,
@@ -69,7 +69,7 @@ impl Confidence {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EvidenceKind {
     /// A strong signature of the entry fired on this line.
@@ -81,7 +81,7 @@ pub enum EvidenceKind {
 }
 
 /// One paste line that led to a match.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Evidence {
     /// 1-based line number in the paste.
     pub line: usize,

@@ -1,40 +1,85 @@
 //! The JSON API under `/api/v1`: typed query parameters in, typed responses out,
-//! errors as problem+json.
+//! errors as problem+json. The OpenAPI document is generated from these handlers and
+//! types (`openapi()`), so it cannot drift from them.
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, OpenApi, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
-use super::error::{ApiError, AppError};
+use super::error::{ApiError, AppError, Problem};
 use crate::diagnose::{Confidence, Evidence, Parsed, Verdict};
 use crate::kb::Entry;
 use crate::search::{Hit, MAX_LIMIT, SearchQuery};
 
 const DEFAULT_LIMIT: usize = 10;
 
-#[derive(Debug, Deserialize)]
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "errbook",
+        description = "Known problems of distributed PyTorch training (DDP, torchrun, NCCL, \
+                       Accelerate, DeepSpeed): search them, read them, or diagnose a pasted \
+                       traceback or log. Errors are application/problem+json (RFC 9457)."
+    ),
+    tags(
+        (name = "search", description = "Full-text search over the entries"),
+        (name = "diagnose", description = "A traceback, log or question to the entry that solves it"),
+        (name = "entries", description = "The entries themselves"),
+    )
+)]
+struct ApiDoc;
+
+/// The `/api/v1` routes and their OpenAPI 3.1 document.
+pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
+    let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(search))
+        .routes(routes!(diagnose))
+        .routes(routes!(entries))
+        .routes(routes!(entry))
+        .split_for_parts();
+    // Handlers are written with their paths under the prefix they are nested at.
+    let paths = std::mem::take(&mut doc.paths.paths);
+    doc.paths.paths = paths
+        .into_iter()
+        .map(|(path, item)| (format!("/api/v1{path}"), item))
+        .collect();
+    (router, doc)
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct SearchQueryParams {
+    /// Words or an error message, in English or Chinese.
     pub q: Option<String>,
+    /// Only entries with this tag (see `GET /api/v1/entries`).
     pub tag: Option<String>,
+    /// Number of hits, 1 to 100 (default 10).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
     pub limit: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct SearchResponse {
+    /// The query as searched (trimmed).
     pub query: String,
     pub tag: Option<String>,
     pub hits: Vec<SearchHit>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct SearchHit {
     pub slug: String,
     pub title: String,
     pub title_zh: String,
+    /// The entry's page (absolute when the server knows its public URL).
     pub url: String,
     pub summary: String,
+    /// An excerpt around the matched words.
     pub snippet: String,
     pub score: f32,
     pub tags: Vec<String>,
@@ -55,6 +100,20 @@ impl SearchHit {
     }
 }
 
+/// Full-text search. `q` is analysed as words (never as query syntax); a `tag` alone
+/// lists that tag's entries.
+#[utoipa::path(
+    get,
+    path = "/search",
+    tag = "search",
+    operation_id = "search",
+    params(SearchQueryParams),
+    responses(
+        (status = 200, description = "Ranked hits, best first", body = SearchResponse),
+        (status = 400, description = "Malformed query string", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No query, or `limit` out of range", body = Problem, content_type = "application/problem+json"),
+    )
+)]
 pub async fn search(
     State(state): State<AppState>,
     params: Result<Query<SearchQueryParams>, QueryRejection>,
@@ -103,13 +162,17 @@ pub async fn search(
 /// Largest `limit` a diagnosis may ask for.
 const MAX_DIAGNOSE_LIMIT: usize = 20;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct DiagnoseRequest {
+    /// The whole traceback or log as pasted (prefixes, colours and repeats are fine), or
+    /// a question in words.
     pub text: String,
+    /// Number of matches, 1 to 20 (default 5).
+    #[schema(minimum = 1, maximum = 20)]
     pub limit: Option<usize>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct DiagnoseResponse {
     pub verdict: Verdict,
     pub matches: Vec<DiagnoseMatch>,
@@ -118,7 +181,7 @@ pub struct DiagnoseResponse {
     pub parsed: ParsedSummary,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct DiagnoseMatch {
     pub slug: String,
     pub title: String,
@@ -127,10 +190,12 @@ pub struct DiagnoseMatch {
     pub summary: String,
     pub score: f32,
     pub confidence: Confidence,
+    /// The paste lines that led to this match.
     pub evidence: Vec<Evidence>,
 }
 
-#[derive(Debug, Serialize)]
+/// What errbook understood of the paste.
+#[derive(Debug, Serialize, ToSchema)]
 pub struct ParsedSummary {
     pub lines: usize,
     pub distinct_lines: usize,
@@ -140,11 +205,27 @@ pub struct ParsedSummary {
     pub parsed: Parsed,
 }
 
+/// Names the known problem behind a traceback, log or question, with the paste lines
+/// that show it; `no_match` (with the closest entries) when none fits.
+#[utoipa::path(
+    post,
+    path = "/diagnose",
+    tag = "diagnose",
+    operation_id = "diagnose",
+    request_body = DiagnoseRequest,
+    responses(
+        (status = 200, description = "The verdict, matches with evidence, and what was parsed", body = DiagnoseResponse),
+        (status = 400, description = "Malformed JSON or no `text` field", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 1 MiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body not sent as application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Empty `text`, or `limit` out of range", body = Problem, content_type = "application/problem+json"),
+    )
+)]
 pub async fn diagnose(
     State(state): State<AppState>,
     body: Result<Json<DiagnoseRequest>, JsonRejection>,
 ) -> Result<Json<DiagnoseResponse>, ApiError> {
-    let Json(request) = body.map_err(|e| AppError::BadRequest(e.body_text()))?;
+    let Json(request) = body.map_err(json_rejection)?;
     let limit = request.limit.unwrap_or(5);
     if !(1..=MAX_DIAGNOSE_LIMIT).contains(&limit) {
         return Err(AppError::Unprocessable(format!(
@@ -196,7 +277,7 @@ pub async fn diagnose(
     }))
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct EntrySummary {
     pub slug: String,
     pub title: String,
@@ -221,11 +302,19 @@ impl EntrySummary {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct EntryListResponse {
     pub entries: Vec<EntrySummary>,
 }
 
+/// Every entry: slug, titles, summaries, tags and URL.
+#[utoipa::path(
+    get,
+    path = "/entries",
+    tag = "entries",
+    operation_id = "list_entries",
+    responses((status = 200, description = "All entries, by slug", body = EntryListResponse))
+)]
 pub async fn entries(State(state): State<AppState>) -> Json<EntryListResponse> {
     Json(EntryListResponse {
         entries: state
@@ -238,19 +327,34 @@ pub async fn entries(State(state): State<AppState>) -> Json<EntryListResponse> {
     })
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct EntryResponse {
     #[serde(flatten)]
     pub summary: EntrySummary,
+    /// Error fragments (literal text or regexes) that identify the problem.
     pub signatures: Vec<String>,
     pub symptoms: Vec<String>,
     pub examples: Vec<String>,
     pub related: Vec<String>,
     pub sources: Vec<String>,
+    /// The entry body as Markdown (Symptom, Cause, Fix, Verify).
     pub markdown: String,
+    /// The same rendered to sanitized HTML.
     pub html: String,
 }
 
+/// One entry in full: metadata, Markdown and HTML.
+#[utoipa::path(
+    get,
+    path = "/entries/{slug}",
+    tag = "entries",
+    operation_id = "get_entry",
+    params(("slug" = String, Path, description = "The entry's slug, e.g. `nccl-watchdog-timeout`")),
+    responses(
+        (status = 200, description = "The entry", body = EntryResponse),
+        (status = 404, description = "No entry has this slug", body = Problem, content_type = "application/problem+json"),
+    )
+)]
 pub async fn entry(
     State(state): State<AppState>,
     Path(slug): Path<String>,
@@ -290,5 +394,17 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
 }
 
 pub async fn not_found() -> ApiError {
-    AppError::NotFound("no API route at this address".into()).into()
+    AppError::NotFound("no API route at this address; see /api/v1/openapi.json".into()).into()
+}
+
+/// A JSON body that could not be read: too large (413), not JSON by its content type
+/// (415), or malformed or missing a field (400).
+fn json_rejection(rejection: JsonRejection) -> ApiError {
+    let detail = rejection.body_text();
+    match rejection.status().as_u16() {
+        413 => AppError::PayloadTooLarge(detail),
+        415 => AppError::UnsupportedMediaType(detail),
+        _ => AppError::BadRequest(detail),
+    }
+    .into()
 }

@@ -2,7 +2,9 @@
 //! `application/problem+json` (RFC 9457) for the API. Internal details are logged, not shown.
 
 use axum::Json;
+use axum::extract::Request;
 use axum::http::{StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use serde::Serialize;
 
@@ -17,6 +19,12 @@ pub enum AppError {
     BadRequest(String),
     #[error("{0}")]
     Unprocessable(String),
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     #[error("search failed: {0}")]
     Search(#[from] SearchError),
     #[error("template rendering failed: {0}")]
@@ -29,6 +37,9 @@ impl AppError {
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
             AppError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            AppError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            AppError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            AppError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             AppError::Search(_) | AppError::Render(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -68,12 +79,16 @@ impl<E: Into<AppError>> From<E> for ApiError {
     }
 }
 
-#[derive(Serialize)]
-struct Problem {
+/// An RFC 9457 problem document.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Problem {
+    /// Always `about:blank`: the status says what kind of problem it is.
     #[serde(rename = "type")]
     kind: &'static str,
+    /// The status's reason phrase.
     title: String,
     status: u16,
+    /// What was wrong with this request, in words.
     detail: String,
 }
 
@@ -93,4 +108,55 @@ impl IntoResponse for ApiError {
         );
         response
     }
+}
+
+/// Gives errbook's error format to error responses that carry no body of ours: axum's
+/// 405 for a wrong method, the body limit's 413, a 415 or 400 from an extractor.
+/// Under `/api/` and at `/mcp` they become problem+json, elsewhere an HTML page.
+/// Responses that already have a typed body (ours, JSON-RPC) pass untouched.
+pub async fn error_bodies(request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    let api = path.starts_with("/api/") || path == "/mcp";
+    let method = request.method().clone();
+    let response = next.run(request).await;
+    let status = response.status();
+    let typed = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| !t.starts_with("text/plain"));
+    if typed || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let allow = response.headers().get(header::ALLOW).cloned();
+    let error = match status {
+        StatusCode::METHOD_NOT_ALLOWED => AppError::MethodNotAllowed(format!(
+            "{method} is not accepted here{}",
+            allow
+                .as_ref()
+                .and_then(|a| a.to_str().ok())
+                .map(|a| format!("; use {a}"))
+                .unwrap_or_default()
+        )),
+        StatusCode::PAYLOAD_TOO_LARGE => AppError::PayloadTooLarge(format!(
+            "the request body is over the limit of {} bytes; send the part of the log \
+             around the failure",
+            super::MAX_BODY_BYTES
+        )),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+            AppError::UnsupportedMediaType("send the body as application/json".into())
+        }
+        StatusCode::NOT_FOUND => AppError::NotFound("nothing at this address".into()),
+        StatusCode::BAD_REQUEST => AppError::BadRequest("the request is malformed".into()),
+        _ => return response,
+    };
+    let mut out = if api {
+        ApiError(error).into_response()
+    } else {
+        error.into_response()
+    };
+    if let Some(allow) = allow {
+        out.headers_mut().insert(header::ALLOW, allow);
+    }
+    out
 }

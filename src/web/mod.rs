@@ -4,12 +4,15 @@
 mod api;
 mod assets;
 mod error;
+mod llms;
+mod mcp;
 mod pages;
 
 use std::sync::Arc;
 
-use axum::Router;
+use axum::http::header;
 use axum::routing::{get, post};
+use axum::{Router, middleware};
 use tower_http::compression::CompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
@@ -73,14 +76,20 @@ impl AppState {
 
 /// Every route errbook serves.
 pub fn app(state: AppState) -> Router {
-    let api = Router::new()
-        .route("/search", get(api::search))
-        .route("/diagnose", post(api::diagnose))
-        .route("/entries", get(api::entries))
-        .route("/entries/{slug}", get(api::entry))
+    let (api, doc) = api::routes();
+    // Serialised once: the document is fixed for the life of the process.
+    let doc = axum::body::Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
+    let api = api
+        .route(
+            "/openapi.json",
+            get(move || {
+                let doc = doc.clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], doc) }
+            }),
+        )
         .fallback(api::not_found);
 
-    Router::new()
+    let routes = Router::new()
         .route("/", get(pages::home))
         .route("/search", get(pages::search))
         .route("/diagnose", post(pages::diagnose))
@@ -88,10 +97,17 @@ pub fn app(state: AppState) -> Router {
         .route("/tags/{tag}", get(pages::tag))
         .route("/static/{*path}", get(assets::serve))
         .route("/healthz", get(api::healthz))
+        .route("/mcp", post(mcp::handle))
+        .route("/llms.txt", get(llms::llms_txt))
         .nest("/api/v1", api)
         .fallback(pages::not_found)
+        .with_state(state);
+    // Layers on a router wrap each route; wrapped as one service instead, the error
+    // formatter sees the finished response (axum's 405 gets its `Allow` header late).
+    Router::new()
+        .fallback_service(routes)
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(error::error_bodies))
         .layer(CompressionLayer::new())
         .layer(TraceLayer::new_for_http())
-        .with_state(state)
 }

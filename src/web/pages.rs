@@ -4,7 +4,7 @@
 use askama::Template;
 use axum::extract::rejection::{FormRejection, QueryRejection};
 use axum::extract::{Form, Path, Query, State};
-use axum::response::Html;
+use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 
 use super::AppState;
@@ -91,10 +91,21 @@ pub struct EntryPage<'a> {
     pub related: Vec<&'a Entry>,
 }
 
-pub async fn entry(State(state): State<AppState>, Path(slug): Path<String>) -> PageResult {
+/// An entry's page; `/entries/{slug}.md` is the same entry as Markdown.
+pub async fn entry(
+    State(state): State<AppState>,
+    Path(slug): Path<String>,
+) -> Result<Response, AppError> {
+    if let Some(slug) = slug.strip_suffix(".md") {
+        return super::llms::entry_markdown(&state, slug);
+    }
+    entry_page(&state, &slug).map(IntoResponse::into_response)
+}
+
+fn entry_page(state: &AppState, slug: &str) -> PageResult {
     let kb = state.index.kb();
     let entry = kb
-        .get(&slug)
+        .get(slug)
         .ok_or_else(|| AppError::NotFound(format!("There is no entry `{slug}`.")))?;
     render(EntryPage {
         entry,
@@ -151,7 +162,13 @@ pub async fn diagnose(
     State(state): State<AppState>,
     form: Result<Form<DiagnoseForm>, FormRejection>,
 ) -> PageResult {
-    let Form(form) = form.map_err(|e| AppError::BadRequest(e.body_text()))?;
+    let Form(form) = form.map_err(|e| match e.status().as_u16() {
+        413 => AppError::PayloadTooLarge(format!(
+            "The paste is over {} bytes: paste the part of the log around the failure.",
+            super::MAX_BODY_BYTES
+        )),
+        _ => AppError::BadRequest(e.body_text()),
+    })?;
     if form.text.trim().is_empty() {
         return Err(AppError::BadRequest(
             "The paste is empty: paste a traceback or a log into the box.".into(),

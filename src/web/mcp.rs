@@ -1,0 +1,995 @@
+//! `POST /mcp`: errbook as a Model Context Protocol server, so that an assistant can
+//! search, read and diagnose against the knowledge base through tool calls.
+//!
+//! The subset of MCP 2025-06-18 implemented, over the streamable HTTP transport:
+//! - one JSON-RPC 2.0 message per POST, answered with one `application/json` response;
+//!   no SSE stream (`GET /mcp` is 405), no batches, no sessions: every request stands
+//!   alone, so any replica can answer it;
+//! - requests `initialize`, `ping`, `tools/list` and `tools/call`; a notification, or a
+//!   response from the client, is accepted with `202 Accepted` and an empty body;
+//! - three read-only tools, `search`, `fetch` and `diagnose`, whose results carry
+//!   `structuredContent` that matches their `outputSchema`, and the same JSON as text;
+//! - the `MCP-Protocol-Version` header, when sent, must name a version we speak.
+//!
+//! Errors follow the spec's split. A message that is not JSON, or not a JSON-RPC request,
+//! is rejected with HTTP 400 and a JSON-RPC error; an unknown method or tool is a
+//! JSON-RPC error; a tool called with bad arguments answers with `isError: true` and a
+//! message the model can act on.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Value, json};
+
+use super::AppState;
+use crate::diagnose::{Confidence, Exception, Verdict};
+use crate::kb::Entry;
+use crate::search::{SearchError, SearchQuery};
+
+/// The protocol version this server speaks, and answers `initialize` with.
+const PROTOCOL_VERSION: &str = "2025-06-18";
+/// Versions accepted in the `MCP-Protocol-Version` header (the older one differs only
+/// in features this server does not use).
+const ACCEPTED_VERSIONS: [&str; 2] = [PROTOCOL_VERSION, "2025-03-26"];
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+// JSON-RPC 2.0 error codes.
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
+const INVALID_PARAMS: i64 = -32602;
+const INTERNAL_ERROR: i64 = -32603;
+
+const INSTRUCTIONS: &str = "errbook is an offline knowledge base of distributed-training \
+failures (PyTorch DDP/FSDP, NCCL, CUDA, torchrun), each entry with its cause and fix. Call \
+`diagnose` with a pasted traceback or log, `search` to look entries up by words or error \
+codes, and `fetch` to read an entry by its id.";
+
+const TOOL_NAMES: &str = "`search`, `fetch` and `diagnose`";
+
+/// `POST /mcp`: one JSON-RPC message in; a JSON-RPC response, or `202 Accepted`, out.
+pub async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(error) = check_version(&headers) {
+        return reject(error);
+    }
+    match Message::parse(&body) {
+        Err(error) => reject(error),
+        Ok(Message::Request { id, method, params }) => {
+            let outcome = match dispatch(&state, &method, params) {
+                Ok(result) => Outcome::Result(result),
+                Err(error) => Outcome::Error(error),
+            };
+            Json(RpcResponse::new(Some(id), outcome)).into_response()
+        }
+        Ok(Message::Notification { method }) => {
+            tracing::debug!(%method, "MCP notification");
+            StatusCode::ACCEPTED.into_response()
+        }
+        Ok(Message::Response) => StatusCode::ACCEPTED.into_response(),
+    }
+}
+
+/// An absent `MCP-Protocol-Version` header is accepted (the spec says to assume the
+/// older version then); a present one must name a version this server speaks.
+fn check_version(headers: &HeaderMap) -> Result<(), RpcError> {
+    let Some(value) = headers.get(VERSION_HEADER) else {
+        return Ok(());
+    };
+    let version = String::from_utf8_lossy(value.as_bytes());
+    if ACCEPTED_VERSIONS.contains(&version.trim()) {
+        return Ok(());
+    }
+    Err(RpcError::new(
+        INVALID_REQUEST,
+        format!(
+            "unsupported MCP-Protocol-Version `{}`; this server speaks {}",
+            clip_chars(&version, 40),
+            ACCEPTED_VERSIONS.join(" and ")
+        ),
+    ))
+}
+
+/// A message that could not be taken as a request: HTTP 400, with the error and a null id.
+fn reject(error: RpcError) -> Response {
+    let body = Json(RpcResponse::new(None, Outcome::Error(error)));
+    (StatusCode::BAD_REQUEST, body).into_response()
+}
+
+// ---------------------------------------------------------------------------------
+// JSON-RPC envelope
+
+/// A request id: MCP allows a string or an integer, never null.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+enum RequestId {
+    Number(i64),
+    Text(String),
+}
+
+/// One incoming message, classified.
+#[derive(Debug)]
+enum Message {
+    Request {
+        id: RequestId,
+        method: String,
+        params: Option<Value>,
+    },
+    Notification {
+        method: String,
+    },
+    /// A response to a request of the server's; this server sends none, so it is ignored.
+    Response,
+}
+
+/// Any JSON-RPC 2.0 message, before it is told apart.
+#[derive(Debug, Deserialize)]
+struct Envelope {
+    jsonrpc: String,
+    /// `Some(Value::Null)` for `"id": null`, which is not the same as no id.
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+    method: Option<String>,
+    params: Option<Value>,
+    result: Option<IgnoredAny>,
+    error: Option<IgnoredAny>,
+}
+
+/// Keeps a field that is present but null apart from a missing one (`default` gives `None`).
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
+impl Message {
+    fn parse(body: &[u8]) -> Result<Message, RpcError> {
+        let invalid = |message: String| RpcError::new(INVALID_REQUEST, message);
+        let value: Value = serde_json::from_slice(body)
+            .map_err(|e| RpcError::new(PARSE_ERROR, format!("the body is not valid JSON: {e}")))?;
+        if value.is_array() {
+            return Err(invalid(format!(
+                "JSON-RPC batches are not supported in MCP {PROTOCOL_VERSION}: send one message per POST"
+            )));
+        }
+        if !value.is_object() {
+            return Err(invalid("expected a JSON-RPC 2.0 message object".into()));
+        }
+        let envelope: Envelope = serde_json::from_value(value)
+            .map_err(|e| invalid(format!("not a JSON-RPC 2.0 message: {e}")))?;
+        if envelope.jsonrpc != "2.0" {
+            return Err(invalid(format!(
+                "`jsonrpc` must be \"2.0\", got {:?}",
+                clip_chars(&envelope.jsonrpc, 20)
+            )));
+        }
+        match (envelope.method, envelope.id) {
+            (Some(method), None) => Ok(Message::Notification { method }),
+            (Some(method), Some(id)) => {
+                let id = RequestId::deserialize(id)
+                    .map_err(|_| invalid("`id` must be a string or an integer".into()))?;
+                Ok(Message::Request {
+                    id,
+                    method,
+                    params: envelope.params,
+                })
+            }
+            (None, Some(_)) if envelope.result.is_some() || envelope.error.is_some() => {
+                Ok(Message::Response)
+            }
+            (None, _) => Err(invalid("missing `method`".into())),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct RpcResponse {
+    jsonrpc: &'static str,
+    /// Null when the request's id could not be read.
+    id: Option<RequestId>,
+    #[serde(flatten)]
+    outcome: Outcome,
+}
+
+impl RpcResponse {
+    fn new(id: Option<RequestId>, outcome: Outcome) -> Self {
+        RpcResponse {
+            jsonrpc: "2.0",
+            id,
+            outcome,
+        }
+    }
+}
+
+/// Serialized as a `result` or an `error` member.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Outcome {
+    Result(Value),
+    Error(RpcError),
+}
+
+#[derive(Debug, Serialize)]
+struct RpcError {
+    code: i64,
+    message: String,
+}
+
+impl RpcError {
+    fn new(code: i64, message: impl Into<String>) -> Self {
+        RpcError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Methods
+
+fn dispatch(state: &AppState, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
+    match method {
+        "initialize" => Ok(initialize()),
+        "ping" => Ok(json!({})),
+        "tools/list" => Ok(json!({ "tools": tool_definitions(state) })),
+        "tools/call" => call_tool(state, params),
+        _ => Err(RpcError::new(
+            METHOD_NOT_FOUND,
+            format!(
+                "method `{}` is not supported; errbook implements initialize, ping, \
+                 tools/list and tools/call",
+                clip_chars(method, 60)
+            ),
+        )),
+    }
+}
+
+/// The answer to `initialize`. Whatever version the client asked for, the server offers
+/// the one it speaks; a client that cannot speak it disconnects.
+fn initialize() -> Value {
+    json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": { "tools": { "listChanged": false } },
+        "serverInfo": {
+            "name": "errbook",
+            "title": "errbook",
+            "version": env!("CARGO_PKG_VERSION"),
+        },
+        "instructions": INSTRUCTIONS,
+    })
+}
+
+/// `tools/call` parameters; `_meta` and future fields are ignored.
+#[derive(Debug, Deserialize)]
+struct CallParams {
+    name: String,
+    #[serde(default)]
+    arguments: Value,
+}
+
+fn call_tool(state: &AppState, params: Option<Value>) -> Result<Value, RpcError> {
+    let params: CallParams = params
+        .map(serde_json::from_value)
+        .transpose()
+        .ok()
+        .flatten()
+        .ok_or_else(|| {
+            RpcError::new(
+                INVALID_PARAMS,
+                format!(
+                    "tools/call needs params {{\"name\": <tool>, \"arguments\": {{...}}}}; \
+                     the tools are {TOOL_NAMES}"
+                ),
+            )
+        })?;
+    let arguments = params.arguments;
+    let outcome = match params.name.as_str() {
+        "search" => search(state, arguments),
+        "fetch" => fetch(state, arguments),
+        "diagnose" => diagnose(state, arguments),
+        other => {
+            return Err(RpcError::new(
+                INVALID_PARAMS,
+                format!(
+                    "unknown tool `{}`; the tools are {TOOL_NAMES}",
+                    clip_chars(other, 60)
+                ),
+            ));
+        }
+    };
+    match outcome {
+        Ok(result) => Ok(result),
+        Err(ToolError::Invalid(message)) => Ok(json!({
+            "content": [{ "type": "text", "text": message }],
+            "isError": true,
+        })),
+        Err(ToolError::Internal(detail)) => {
+            tracing::error!(tool = %params.name, error = %detail, "MCP tool failed");
+            Err(RpcError::new(
+                INTERNAL_ERROR,
+                "errbook failed to run the tool; the details are in the server log",
+            ))
+        }
+    }
+}
+
+/// Why a tool call failed.
+#[derive(Debug)]
+enum ToolError {
+    /// The caller's fault: reported as a tool result with `isError`, for the model to read.
+    Invalid(String),
+    /// Ours: logged, and reported as a JSON-RPC internal error.
+    Internal(String),
+}
+
+impl From<SearchError> for ToolError {
+    fn from(error: SearchError) -> Self {
+        ToolError::Internal(error.to_string())
+    }
+}
+
+impl From<serde_json::Error> for ToolError {
+    fn from(error: serde_json::Error) -> Self {
+        ToolError::Internal(error.to_string())
+    }
+}
+
+/// A tool's arguments, typed. They are first checked against the tool's `inputSchema`
+/// (names and types), so that a message names the argument at fault; a null counts as
+/// absent. `usage` says what the tool accepts.
+fn arguments<T: DeserializeOwned>(
+    tool: &str,
+    schema: &Value,
+    arguments: Value,
+    usage: &str,
+) -> Result<T, ToolError> {
+    let invalid = |problem: String| ToolError::Invalid(format!("{problem}. {usage}"));
+    let mut arguments = match arguments {
+        Value::Null => serde_json::Map::new(),
+        Value::Object(map) => map,
+        _ => {
+            return Err(invalid(format!(
+                "the arguments of `{tool}` must be a JSON object"
+            )));
+        }
+    };
+    arguments.retain(|_, value| !value.is_null());
+    for (name, value) in &arguments {
+        let Some(expected) = schema["properties"].get(name).map(|p| &p["type"]) else {
+            return Err(invalid(format!(
+                "`{tool}` has no argument `{}`",
+                clip_chars(name, 40)
+            )));
+        };
+        let (fits, wanted) = match expected.as_str() {
+            Some("string") => (value.is_string(), "a string"),
+            Some("integer") => (value.is_i64() || value.is_u64(), "an integer"),
+            _ => (true, ""),
+        };
+        if !fits {
+            return Err(invalid(format!(
+                "`{name}` must be {wanted}, got {}",
+                clip_chars(&value.to_string(), 40)
+            )));
+        }
+    }
+    serde_json::from_value(Value::Object(arguments))
+        .map_err(|e| invalid(format!("invalid arguments for `{tool}`: {e}")))
+}
+
+/// A `limit` argument checked against `1..=max`.
+fn limit(value: Option<i64>, default: usize, max: usize, usage: &str) -> Result<usize, ToolError> {
+    match value {
+        None => Ok(default),
+        Some(n) if n >= 1 && n as usize <= max => Ok(n as usize),
+        Some(n) => Err(ToolError::Invalid(format!(
+            "`limit` must be from 1 to {max}, got {n}. {usage}"
+        ))),
+    }
+}
+
+/// A required text argument, which must not be blank.
+fn required_text<'a>(name: &str, value: &'a str, usage: &str) -> Result<&'a str, ToolError> {
+    if value.trim().is_empty() {
+        Err(ToolError::Invalid(format!("`{name}` is empty. {usage}")))
+    } else {
+        Ok(value)
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Tool results and their size budget
+
+/// Largest tool result, in bytes of JSON; as a character takes at least one byte, the
+/// whole JSON-RPC response stays under 100,000 characters.
+const MAX_RESULT_BYTES: usize = 99_000;
+/// Longest text field on the first attempt; halved until the result fits.
+const FIELD_CHARS: usize = 48_000;
+/// Shortest cut: below it, the limits on list lengths already bound the result.
+const MIN_FIELD_CHARS: usize = 200;
+
+/// Cuts long texts to `max_chars`, and remembers whether anything was cut.
+struct Clip {
+    max_chars: usize,
+    cut: bool,
+}
+
+impl Clip {
+    fn text(&mut self, text: &str) -> String {
+        let clipped = clip_chars(text, self.max_chars);
+        self.cut |= clipped.len() != text.len();
+        clipped
+    }
+
+    /// At most `max` items of `items`.
+    fn take<'a, T>(&mut self, items: &'a [T], max: usize) -> &'a [T] {
+        self.cut |= items.len() > max;
+        &items[..items.len().min(max)]
+    }
+}
+
+/// `text` cut to `max_chars` characters, with `…` where it was cut.
+fn clip_chars(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        None => text.to_string(),
+        Some((at, _)) => format!("{}…", &text[..at]),
+    }
+}
+
+/// A tool's output with the flag that says whether fields were cut to fit.
+#[derive(Serialize)]
+struct Clipped<T> {
+    #[serde(flatten)]
+    output: T,
+    truncated: bool,
+}
+
+/// The `tools/call` result for the output `build` makes, with text fields cut as much as
+/// needed to keep the whole result under `MAX_RESULT_BYTES`.
+fn fit<T: Serialize>(mut build: impl FnMut(&mut Clip) -> T) -> Result<Value, ToolError> {
+    let mut max_chars = FIELD_CHARS;
+    loop {
+        let mut clip = Clip {
+            max_chars,
+            cut: false,
+        };
+        let output = build(&mut clip);
+        let structured = serde_json::to_value(Clipped {
+            output,
+            truncated: clip.cut,
+        })?;
+        let result = json!({
+            "content": [{ "type": "text", "text": structured.to_string() }],
+            "structuredContent": structured,
+            "isError": false,
+        });
+        if max_chars <= MIN_FIELD_CHARS || result.to_string().len() <= MAX_RESULT_BYTES {
+            return Ok(result);
+        }
+        max_chars /= 2;
+    }
+}
+
+/// A score for a reader: two decimals are plenty.
+fn round(score: f32) -> f64 {
+    (f64::from(score) * 100.0).round() / 100.0
+}
+
+// ---------------------------------------------------------------------------------
+// The tools
+
+const SEARCH_MAX_LIMIT: usize = 20;
+const SEARCH_DEFAULT_LIMIT: usize = 5;
+const SEARCH_USAGE: &str = "Arguments: `query` (string, required: an error message, exception \
+type, error code or question), `tag` (string, optional), `limit` (integer 1-20, default 5).";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    query: String,
+    tag: Option<String>,
+    limit: Option<i64>,
+}
+
+#[derive(Serialize)]
+struct SearchOutput {
+    results: Vec<SearchResult>,
+}
+
+#[derive(Serialize)]
+struct SearchResult {
+    id: String,
+    title: String,
+    title_zh: String,
+    url: String,
+    snippet: String,
+    tags: Vec<String>,
+}
+
+fn search(state: &AppState, args: Value) -> Result<Value, ToolError> {
+    let args: SearchArgs = arguments("search", &search_input_schema(state), args, SEARCH_USAGE)?;
+    let text = required_text("query", &args.query, SEARCH_USAGE)?;
+    let limit = limit(
+        args.limit,
+        SEARCH_DEFAULT_LIMIT,
+        SEARCH_MAX_LIMIT,
+        SEARCH_USAGE,
+    )?;
+    let query = SearchQuery::new(text, args.tag.as_deref(), limit);
+    let kb = state.index.kb();
+    if let Some(tag) = &query.tag
+        && kb.tagged(tag).is_empty()
+    {
+        return Err(ToolError::Invalid(format!(
+            "no entry has the tag `{}`; the tags are: {}. Or leave `tag` out.",
+            clip_chars(tag, 40),
+            known_tags(state)
+        )));
+    }
+    let hits = state.index.search(&query)?;
+    fit(|clip| SearchOutput {
+        results: hits
+            .iter()
+            .filter_map(|hit| {
+                let entry = kb.get(&hit.slug)?;
+                Some(SearchResult {
+                    id: entry.slug.clone(),
+                    title: entry.title.clone(),
+                    title_zh: entry.title_zh.clone(),
+                    url: state.entry_url(&entry.slug),
+                    snippet: clip.text(&hit.snippet),
+                    tags: entry.tags.clone(),
+                })
+            })
+            .collect(),
+    })
+}
+
+/// The knowledge base's tags, comma-separated (at most 40 of them).
+fn known_tags(state: &AppState) -> String {
+    let tags: Vec<&str> = state.index.kb().tags().map(|(tag, _)| tag).collect();
+    let mut listed = tags.iter().take(40).copied().collect::<Vec<_>>().join(", ");
+    if tags.len() > 40 {
+        listed.push_str(", …");
+    }
+    listed
+}
+
+const FETCH_USAGE: &str =
+    "Arguments: `id` (string, required: an entry id returned by `search` or `diagnose`).";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FetchArgs {
+    id: String,
+}
+
+#[derive(Serialize)]
+struct FetchOutput {
+    id: String,
+    title: String,
+    title_zh: String,
+    url: String,
+    /// The entry's Markdown body.
+    text: String,
+    metadata: Metadata,
+}
+
+#[derive(Serialize)]
+struct Metadata {
+    summary: String,
+    summary_zh: String,
+    tags: Vec<String>,
+    signatures: Vec<String>,
+    related: Vec<String>,
+    sources: Vec<String>,
+}
+
+impl Metadata {
+    fn new(entry: &Entry) -> Self {
+        Metadata {
+            summary: entry.summary.clone(),
+            summary_zh: entry.summary_zh.clone(),
+            tags: entry.tags.clone(),
+            signatures: entry
+                .signatures
+                .iter()
+                .map(|s| s.as_str().to_string())
+                .collect(),
+            related: entry.related.clone(),
+            sources: entry.sources.clone(),
+        }
+    }
+}
+
+fn fetch(state: &AppState, args: Value) -> Result<Value, ToolError> {
+    let args: FetchArgs = arguments("fetch", &fetch_input_schema(), args, FETCH_USAGE)?;
+    let id = required_text("id", &args.id, FETCH_USAGE)?.trim();
+    let entry = state.index.kb().get(id).ok_or_else(|| {
+        ToolError::Invalid(format!(
+            "there is no entry with id `{}`. Ids are slugs such as `nccl-invalid-usage`: \
+             call the `search` tool to find the right one.",
+            clip_chars(id, 80)
+        ))
+    })?;
+    fit(|clip| FetchOutput {
+        id: entry.slug.clone(),
+        title: entry.title.clone(),
+        title_zh: entry.title_zh.clone(),
+        url: state.entry_url(&entry.slug),
+        text: clip.text(&entry.markdown),
+        metadata: Metadata::new(entry),
+    })
+}
+
+const DIAGNOSE_MAX_LIMIT: usize = 10;
+const DIAGNOSE_DEFAULT_LIMIT: usize = 3;
+/// Most exceptions, error codes and versions listed from a paste.
+const MAX_PARSED_ITEMS: usize = 10;
+const DIAGNOSE_USAGE: &str = "Arguments: `text` (string, required: the traceback, log excerpt \
+or question, as pasted), `limit` (integer 1-10, default 3).";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DiagnoseArgs {
+    text: String,
+    limit: Option<i64>,
+}
+
+#[derive(Serialize)]
+struct DiagnoseOutput {
+    verdict: Verdict,
+    matches: Vec<MatchOutput>,
+    closest: Vec<Closest>,
+    parsed: ParsedOutput,
+}
+
+#[derive(Serialize)]
+struct MatchOutput {
+    id: String,
+    title: String,
+    url: String,
+    summary: String,
+    confidence: Confidence,
+    score: f64,
+    evidence: Vec<EvidenceOutput>,
+}
+
+#[derive(Serialize)]
+struct EvidenceOutput {
+    line: usize,
+    text: String,
+    signature: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Closest {
+    id: String,
+    title: String,
+    url: String,
+    snippet: String,
+}
+
+#[derive(Serialize)]
+struct ParsedOutput {
+    root_cause: Option<ExceptionOutput>,
+    exceptions: Vec<ExceptionOutput>,
+    error_codes: Vec<String>,
+    versions: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct ExceptionOutput {
+    #[serde(rename = "type")]
+    kind: String,
+    message: String,
+    line: usize,
+    rank: Option<u32>,
+}
+
+impl ExceptionOutput {
+    fn new(exception: &Exception, clip: &mut Clip) -> Self {
+        ExceptionOutput {
+            kind: clip.text(&exception.kind),
+            message: clip.text(&exception.message),
+            line: exception.line,
+            rank: exception.rank,
+        }
+    }
+}
+
+fn diagnose(state: &AppState, args: Value) -> Result<Value, ToolError> {
+    let args: DiagnoseArgs = arguments("diagnose", &diagnose_input_schema(), args, DIAGNOSE_USAGE)?;
+    let text = required_text("text", &args.text, DIAGNOSE_USAGE)?;
+    let limit = limit(
+        args.limit,
+        DIAGNOSE_DEFAULT_LIMIT,
+        DIAGNOSE_MAX_LIMIT,
+        DIAGNOSE_USAGE,
+    )?;
+    let d = state.diagnoser.diagnose_text(text, limit)?;
+    let kb = state.index.kb();
+    fit(|clip| DiagnoseOutput {
+        verdict: d.verdict,
+        matches: d
+            .matches
+            .iter()
+            .filter_map(|m| {
+                let entry = kb.get(&m.slug)?;
+                Some(MatchOutput {
+                    id: entry.slug.clone(),
+                    title: entry.title.clone(),
+                    url: state.entry_url(&entry.slug),
+                    summary: entry.summary.clone(),
+                    confidence: m.confidence,
+                    score: round(m.score),
+                    evidence: m
+                        .evidence
+                        .iter()
+                        .map(|e| EvidenceOutput {
+                            line: e.line,
+                            text: clip.text(&e.text),
+                            signature: e.signature.clone(),
+                        })
+                        .collect(),
+                })
+            })
+            .collect(),
+        closest: d
+            .closest
+            .iter()
+            .filter_map(|hit| {
+                let entry = kb.get(&hit.slug)?;
+                Some(Closest {
+                    id: entry.slug.clone(),
+                    title: entry.title.clone(),
+                    url: state.entry_url(&entry.slug),
+                    snippet: clip.text(&hit.snippet),
+                })
+            })
+            .collect(),
+        parsed: ParsedOutput {
+            root_cause: d
+                .parsed
+                .root_exception()
+                .map(|e| ExceptionOutput::new(e, clip)),
+            exceptions: clip
+                .take(&d.parsed.exceptions, MAX_PARSED_ITEMS)
+                .iter()
+                .map(|e| ExceptionOutput::new(e, clip))
+                .collect(),
+            error_codes: clip
+                .take(&d.parsed.error_codes, MAX_PARSED_ITEMS)
+                .iter()
+                .map(|c| clip.text(c))
+                .collect(),
+            versions: clip
+                .take(&d.parsed.versions, MAX_PARSED_ITEMS)
+                .iter()
+                .map(|v| clip.text(v))
+                .collect(),
+        },
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// Tool definitions
+
+/// The `tools/list` entries: names, descriptions and JSON Schemas of input and output.
+fn tool_definitions(state: &AppState) -> Vec<Value> {
+    vec![
+        tool(
+            "search",
+            "Search errbook",
+            "Full-text search of errbook, a knowledge base of distributed-training failures \
+             (PyTorch DDP/FSDP, NCCL, CUDA, torchrun). Give an error message, exception type, \
+             error code or question, in English or Chinese. Returns entry ids with titles and \
+             snippets; read one with `fetch`.",
+            search_input_schema(state),
+            search_output_schema(),
+        ),
+        tool(
+            "fetch",
+            "Read an errbook entry",
+            "Read one errbook entry by its id (from `search` or `diagnose`): the Markdown with \
+             symptom, cause, fix and how to verify it, plus summary, tags, signatures, related \
+             ids and sources.",
+            fetch_input_schema(),
+            fetch_output_schema(),
+        ),
+        tool(
+            "diagnose",
+            "Diagnose a training failure",
+            "Diagnose a pasted traceback, log excerpt or error description from a \
+             distributed-training job. Returns the entries that explain it, with confidence \
+             and the log lines that matched as evidence, or verdict no_match with the closest \
+             entries. Prefer it to `search` for raw logs.",
+            diagnose_input_schema(),
+            diagnose_output_schema(),
+        ),
+    ]
+}
+
+fn tool(name: &str, title: &str, description: &str, input: Value, output: Value) -> Value {
+    json!({
+        "name": name,
+        "title": title,
+        "description": description,
+        "inputSchema": input,
+        "outputSchema": output,
+        "annotations": { "readOnlyHint": true },
+    })
+}
+
+fn search_input_schema(state: &AppState) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Error message, exception type, NCCL/CUDA error code or \
+                                question, in English or Chinese.",
+            },
+            "tag": {
+                "type": "string",
+                "description": format!(
+                    "Only entries with this tag. Tags: {}.",
+                    known_tags(state)
+                ),
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": SEARCH_MAX_LIMIT,
+                "default": SEARCH_DEFAULT_LIMIT,
+                "description": "Most results to return.",
+            },
+        },
+        "required": ["query"],
+        "additionalProperties": false,
+    })
+}
+
+fn fetch_input_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "id": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Entry id (slug), e.g. `nccl-invalid-usage`.",
+            },
+        },
+        "required": ["id"],
+        "additionalProperties": false,
+    })
+}
+
+fn diagnose_input_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "text": {
+                "type": "string",
+                "minLength": 1,
+                "description": "The traceback, log excerpt or question, as pasted; \
+                                keep the error lines and the lines around them.",
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": DIAGNOSE_MAX_LIMIT,
+                "default": DIAGNOSE_DEFAULT_LIMIT,
+                "description": "Most entries to return.",
+            },
+        },
+        "required": ["text"],
+        "additionalProperties": false,
+    })
+}
+
+/// An object schema whose every property is required.
+fn object(properties: Value) -> Value {
+    let required: Vec<&String> = properties
+        .as_object()
+        .map(|p| p.keys().collect())
+        .unwrap_or_default();
+    json!({ "type": "object", "properties": properties, "required": required })
+}
+
+fn string() -> Value {
+    json!({ "type": "string" })
+}
+
+fn strings() -> Value {
+    json!({ "type": "array", "items": string() })
+}
+
+fn array(items: Value) -> Value {
+    json!({ "type": "array", "items": items })
+}
+
+fn truncated() -> Value {
+    json!({
+        "type": "boolean",
+        "description": "True when long texts or lists were cut to keep the result small.",
+    })
+}
+
+fn search_output_schema() -> Value {
+    object(json!({
+        "results": array(object(json!({
+            "id": string(),
+            "title": string(),
+            "title_zh": string(),
+            "url": string(),
+            "snippet": string(),
+            "tags": strings(),
+        }))),
+        "truncated": truncated(),
+    }))
+}
+
+fn fetch_output_schema() -> Value {
+    object(json!({
+        "id": string(),
+        "title": string(),
+        "title_zh": string(),
+        "url": string(),
+        "text": { "type": "string", "description": "The entry as Markdown." },
+        "metadata": object(json!({
+            "summary": string(),
+            "summary_zh": string(),
+            "tags": strings(),
+            "signatures": strings(),
+            "related": strings(),
+            "sources": strings(),
+        })),
+        "truncated": truncated(),
+    }))
+}
+
+fn diagnose_output_schema() -> Value {
+    let exception = object(json!({
+        "type": string(),
+        "message": string(),
+        "line": { "type": "integer" },
+        "rank": { "type": ["integer", "null"] },
+    }));
+    let mut root_cause = exception.clone();
+    root_cause["type"] = json!(["object", "null"]);
+    object(json!({
+        "verdict": { "type": "string", "enum": ["matched", "no_match"] },
+        "matches": array(object(json!({
+            "id": string(),
+            "title": string(),
+            "url": string(),
+            "summary": string(),
+            "confidence": { "type": "string", "enum": ["low", "medium", "high"] },
+            "score": { "type": "number" },
+            "evidence": array(object(json!({
+                "line": { "type": "integer", "description": "1-based line of the paste." },
+                "text": string(),
+                "signature": {
+                    "type": ["string", "null"],
+                    "description": "The entry's signature that fired on this line, if any.",
+                },
+            }))),
+        }))),
+        "closest": array(object(json!({
+            "id": string(),
+            "title": string(),
+            "url": string(),
+            "snippet": string(),
+        }))),
+        "parsed": object(json!({
+            "root_cause": root_cause,
+            "exceptions": array(exception),
+            "error_codes": strings(),
+            "versions": strings(),
+        })),
+        "truncated": truncated(),
+    }))
+}

@@ -1,0 +1,361 @@
+//! The API contract: the OpenAPI document describes every route, every response the
+//! tests get conforms to it, and every error is problem+json (HTML for pages).
+
+mod common;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use common::{Reply, get, send};
+use errbook::kb::Kb;
+use errbook::search::SearchIndex;
+use errbook::{AppState, app};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+async fn openapi() -> Value {
+    let reply = get("/api/v1/openapi.json").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert!(reply.content_type().starts_with("application/json"));
+    reply.json()
+}
+
+fn post_json(uri: &str, body: &str) -> Request<Body> {
+    Request::post(uri)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+/// Checks `value` against an OpenAPI 3.1 schema: `$ref`, `type` (with `null`),
+/// `properties` and `required`, `items`, `oneOf`/`anyOf`/`allOf`, `enum`. Returns
+/// what does not conform.
+fn conform(doc: &Value, schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
+    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+        let name = r.trim_start_matches("#/components/schemas/");
+        let target = &doc["components"]["schemas"][name];
+        assert!(!target.is_null(), "dangling $ref {r}");
+        return conform(doc, target, value, at, errors);
+    }
+    for key in ["oneOf", "anyOf"] {
+        if let Some(options) = schema.get(key).and_then(Value::as_array) {
+            let fits = options.iter().any(|o| {
+                let mut e = Vec::new();
+                conform(doc, o, value, at, &mut e);
+                e.is_empty()
+            });
+            if !fits {
+                errors.push(format!("{at}: fits none of {key}"));
+            }
+        }
+    }
+    if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
+        for s in all {
+            conform(doc, s, value, at, errors);
+        }
+    }
+    if let Some(options) = schema.get("enum").and_then(Value::as_array)
+        && !options.contains(value)
+    {
+        errors.push(format!("{at}: {value} not in {options:?}"));
+    }
+    let types: Vec<&str> = match &schema["type"] {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    if !types.is_empty() {
+        let actual = match value {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Number(n) if n.is_u64() || n.is_i64() => "integer",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        };
+        let ok = types.contains(&actual) || (actual == "integer" && types.contains(&"number"));
+        if !ok {
+            errors.push(format!("{at}: a {actual}, the schema says {types:?}"));
+            return;
+        }
+    }
+    if let (Some(required), Some(object)) = (schema["required"].as_array(), value.as_object()) {
+        for name in required.iter().filter_map(Value::as_str) {
+            if !object.contains_key(name) {
+                errors.push(format!("{at}: required `{name}` missing"));
+            }
+        }
+    }
+    if let (Some(properties), Some(object)) = (schema["properties"].as_object(), value.as_object())
+    {
+        for (name, s) in properties {
+            if let Some(v) = object.get(name) {
+                conform(doc, s, v, &format!("{at}.{name}"), errors);
+            }
+        }
+    }
+    if let (Some(items), Some(array)) = (schema.get("items"), value.as_array()) {
+        for (i, v) in array.iter().enumerate() {
+            conform(doc, items, v, &format!("{at}[{i}]"), errors);
+        }
+    }
+}
+
+/// Asserts that `reply` is what the document promises for `method path`.
+fn assert_documented(doc: &Value, method: &str, path: &str, reply: &Reply) {
+    let operation = &doc["paths"][path][method];
+    assert!(!operation.is_null(), "{method} {path} is not documented");
+    let response = &operation["responses"][reply.status.as_str()];
+    assert!(
+        !response.is_null(),
+        "{method} {path}: status {} is not documented",
+        reply.status
+    );
+    let content_type = reply.content_type().split(';').next().unwrap_or("");
+    let schema = &response["content"][content_type]["schema"];
+    assert!(
+        !schema.is_null(),
+        "{method} {path} {}: no schema for {content_type}",
+        reply.status
+    );
+    let mut errors = Vec::new();
+    conform(doc, schema, &reply.json(), "$", &mut errors);
+    assert!(
+        errors.is_empty(),
+        "{method} {path} {}: {errors:#?}",
+        reply.status
+    );
+}
+
+#[tokio::test]
+async fn the_openapi_document_describes_every_route_briefly() {
+    let doc = openapi().await;
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
+    let mut operations = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let words = format!(
+                "{} {}",
+                op["summary"].as_str().unwrap_or(""),
+                op["description"].as_str().unwrap_or("")
+            );
+            assert!(words.trim().len() > 10, "{method} {path} is undescribed");
+            assert!(words.len() < 300, "{method} {path}: {} chars", words.len());
+            assert!(op["operationId"].is_string());
+            operations.push(format!("{method} {path}"));
+        }
+    }
+    operations.sort();
+    assert_eq!(
+        operations,
+        [
+            "get /api/v1/entries",
+            "get /api/v1/entries/{slug}",
+            "get /api/v1/search",
+            "post /api/v1/diagnose",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn every_successful_response_matches_its_schema() {
+    let doc = openapi().await;
+    let reply = get("/api/v1/search?q=watchdog%20timeout&limit=3").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_documented(&doc, "get", "/api/v1/search", &reply);
+    let reply = get("/api/v1/entries").await;
+    assert_documented(&doc, "get", "/api/v1/entries", &reply);
+    let reply = get("/api/v1/entries/nccl-invalid-usage").await;
+    assert_documented(&doc, "get", "/api/v1/entries/{slug}", &reply);
+    for text in [
+        "[rank0]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, invalid usage\nncclInvalidUsage: Duplicate GPU detected",
+        "ModuleNotFoundError: No module named 'yaml'",
+        "how do I pick the batch size",
+    ] {
+        let body = json!({ "text": text, "limit": 3 }).to_string();
+        let reply = send(post_json("/api/v1/diagnose", &body)).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        assert_documented(&doc, "post", "/api/v1/diagnose", &reply);
+    }
+}
+
+/// The problem document for `reply`, checked for RFC 9457 shape and status.
+fn problem(reply: &Reply, status: StatusCode) -> Value {
+    assert_eq!(reply.status, status, "{}", reply.body);
+    assert_eq!(reply.content_type(), "application/problem+json");
+    let p = reply.json();
+    assert_eq!(p["type"], "about:blank");
+    assert_eq!(p["status"], status.as_u16());
+    assert_eq!(p["title"], status.canonical_reason().unwrap());
+    assert!(p["detail"].as_str().is_some_and(|d| !d.is_empty()));
+    p
+}
+
+#[tokio::test]
+async fn every_api_error_is_problem_json_with_the_right_status() {
+    let doc = openapi().await;
+
+    let reply = send(post_json("/api/v1/diagnose", "{\"text\": ")).await;
+    problem(&reply, StatusCode::BAD_REQUEST);
+    assert_documented(&doc, "post", "/api/v1/diagnose", &reply);
+
+    let reply = send(post_json("/api/v1/diagnose", r#"{"limit": 3}"#)).await;
+    let p = problem(&reply, StatusCode::BAD_REQUEST);
+    assert!(p["detail"].as_str().unwrap().contains("text"), "{p}");
+
+    let reply = send(
+        Request::post("/api/v1/diagnose")
+            .body(Body::from(r#"{"text": "x"}"#))
+            .unwrap(),
+    )
+    .await;
+    problem(&reply, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_documented(&doc, "post", "/api/v1/diagnose", &reply);
+
+    let reply = send(post_json(
+        "/api/v1/diagnose",
+        r#"{"text": "x", "limit": 0}"#,
+    ))
+    .await;
+    problem(&reply, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_documented(&doc, "post", "/api/v1/diagnose", &reply);
+
+    let reply = send(post_json("/api/v1/diagnose", r#"{"text": "   "}"#)).await;
+    problem(&reply, StatusCode::UNPROCESSABLE_ENTITY);
+
+    let reply = get("/api/v1/search?q=x&limit=500").await;
+    problem(&reply, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_documented(&doc, "get", "/api/v1/search", &reply);
+
+    let reply = get("/api/v1/entries/no-such-entry").await;
+    let p = problem(&reply, StatusCode::NOT_FOUND);
+    assert_eq!(
+        p,
+        json!({"type": "about:blank", "title": "Not Found", "status": 404,
+               "detail": "there is no entry `no-such-entry`"})
+    );
+    assert_documented(&doc, "get", "/api/v1/entries/{slug}", &reply);
+    problem(&get("/api/v1/nothing-here").await, StatusCode::NOT_FOUND);
+
+    // Wrong method: 405 with the methods that work.
+    let reply = get("/api/v1/diagnose").await;
+    let p = problem(&reply, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(reply.headers[header::ALLOW], "POST");
+    assert_eq!(p["detail"], "GET is not accepted here; use POST");
+    let reply = send(post_json("/api/v1/search", "{}")).await;
+    problem(&reply, StatusCode::METHOD_NOT_ALLOWED);
+
+    // Too large, announced by Content-Length or streamed without it.
+    let big = format!(
+        r#"{{"text": "{}"}}"#,
+        "a".repeat(errbook::web::MAX_BODY_BYTES)
+    );
+    let reply = send(post_json("/api/v1/diagnose", &big)).await;
+    problem(&reply, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_documented(&doc, "post", "/api/v1/diagnose", &reply);
+    let chunks = vec![Ok::<_, std::io::Error>(big.into_bytes())];
+    let streamed = Request::post("/api/v1/diagnose")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(futures_stream(chunks)))
+        .unwrap();
+    problem(&send(streamed).await, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+/// A body stream without a length.
+fn futures_stream(
+    chunks: Vec<Result<Vec<u8>, std::io::Error>>,
+) -> impl futures_core::Stream<Item = Result<Vec<u8>, std::io::Error>> {
+    struct Chunks(std::vec::IntoIter<Result<Vec<u8>, std::io::Error>>);
+    impl futures_core::Stream for Chunks {
+        type Item = Result<Vec<u8>, std::io::Error>;
+        fn poll_next(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Self::Item>> {
+            std::task::Poll::Ready(self.0.next())
+        }
+    }
+    Chunks(chunks.into_iter())
+}
+
+#[tokio::test]
+async fn page_errors_are_html_pages() {
+    let reply = get("/diagnose").await;
+    assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(reply.content_type().starts_with("text/html"));
+    assert!(reply.body.contains("Method Not Allowed"));
+    let big = format!("text={}", "a".repeat(errbook::web::MAX_BODY_BYTES));
+    let reply = send(
+        Request::post("/diagnose")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from(big))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(reply.content_type().starts_with("text/html"));
+}
+
+#[tokio::test]
+async fn urls_are_absolute_with_a_public_url() {
+    let kb = Kb::load(&common::fixture_dir()).unwrap();
+    let state = AppState::new(SearchIndex::build(Arc::new(kb)).unwrap())
+        .with_public_url("https://errbook.example.com/")
+        .unwrap();
+    let router = app(state);
+    let response = router
+        .clone()
+        .oneshot(
+            Request::get("/api/v1/search?q=watchdog")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let json: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        json["hits"][0]["url"],
+        "https://errbook.example.com/entries/watchdog-timeout"
+    );
+    let response = router
+        .oneshot(Request::get("/llms.txt").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&body);
+    assert!(text.contains("(https://errbook.example.com/entries/watchdog-timeout.md)"));
+
+    let bad = AppState::new(SearchIndex::build(Arc::new(Kb::from_entries(vec![]))).unwrap())
+        .with_public_url("errbook.example.com");
+    assert!(bad.unwrap_err().contains("http"));
+}
+
+#[tokio::test]
+async fn llms_txt_links_every_entry_as_markdown() {
+    let reply = get("/llms.txt").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert!(reply.body.starts_with("# errbook\n"));
+    let links: Vec<&str> = reply
+        .body
+        .lines()
+        .filter_map(|l| l.split("](").nth(1)?.split(')').next())
+        .collect();
+    assert_eq!(links.len(), 6, "{}", reply.body);
+    for link in links {
+        let md = get(link).await;
+        assert_eq!(md.status, StatusCode::OK, "{link}");
+        assert!(md.content_type().starts_with("text/markdown"));
+        assert!(md.body.starts_with("# "));
+        assert!(md.body.contains("## Fix"), "{link}");
+    }
+    let md = get("/entries/nccl-invalid-usage.md").await;
+    assert!(md.body.contains("ncclInvalidUsage"));
+    assert_eq!(
+        get("/entries/no-such-entry.md").await.status,
+        StatusCode::NOT_FOUND
+    );
+}

@@ -453,6 +453,11 @@ mod tests {
         assert_eq!(found.iter().map(|m| m.entry).collect::<Vec<_>>(), [0, 1]);
     }
 
+    /// The entries whose signatures fire on `text`.
+    fn fired(set: &SignatureSet, text: &str) -> Vec<usize> {
+        set.matches(text).iter().map(|m| m.entry).collect()
+    }
+
     #[test]
     fn case_insensitive_regexes_fire_in_any_case_and_literals_keep_theirs() {
         let entries = vec![
@@ -460,12 +465,7 @@ mod tests {
             entry("b", vec![Signature::literal("CUDA error")]),
         ];
         let set = SignatureSet::new(&entries);
-        let fired = |text: &str| {
-            set.matches(text)
-                .iter()
-                .map(|m| m.entry)
-                .collect::<Vec<_>>()
-        };
+        let fired = |text: &str| fired(&set, text);
         assert_eq!(fired("TRAINING IS STUCK AFTER epoch 1"), [0]);
         assert_eq!(
             fired("Training Hangs After the first step; CUDA error"),
@@ -487,12 +487,7 @@ mod tests {
             entry("across", vec![regex(r"timed out\s+on rank \d+")]),
         ];
         let set = SignatureSet::new(&entries);
-        let fired = |text: &str| {
-            set.matches(text)
-                .iter()
-                .map(|m| m.entry)
-                .collect::<Vec<_>>()
-        };
+        let fired = |text: &str| fired(&set, text);
         // A word boundary before the line's literal sees the previous line's end.
         assert_eq!(fired("ok\nrank 3 failed\n"), [0]);
         assert_eq!(fired("xrank 3 failed"), Vec::<usize>::new());

@@ -270,7 +270,7 @@ impl SearchIndex {
         let mut found = 0.0;
         let mut matched: Vec<(f32, &str)> = Vec::new();
         for ((term, &weight), held) in query.terms.iter().zip(&query.weights).zip(&query.impacts) {
-            if held.binary_search_by_key(&ordinal, |i| i.doc).is_ok() {
+            if scoring::holds(held, ordinal) {
                 found += weight;
                 matched.push((weight, term));
             }

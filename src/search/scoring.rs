@@ -192,6 +192,11 @@ pub struct Impact {
 /// A term's impacts, by ordinal.
 pub type Impacts = Arc<[Impact]>;
 
+/// Whether the document at `ordinal` is among a term's impacts (sorted by ordinal).
+pub fn holds(impacts: &[Impact], ordinal: u32) -> bool {
+    impacts.binary_search_by_key(&ordinal, |i| i.doc).is_ok()
+}
+
 #[derive(Default)]
 struct Cache {
     /// One map per analyzer, by term.
@@ -271,10 +276,7 @@ impl Scorer {
 
     /// Whether the document at `ordinal` holds the term.
     pub fn holds(&self, kind: FieldKind, term: &str, ordinal: u32) -> Result<bool, SearchError> {
-        Ok(self
-            .impacts(kind, term)?
-            .binary_search_by_key(&ordinal, |i| i.doc)
-            .is_ok())
+        Ok(holds(&self.impacts(kind, term)?, ordinal))
     }
 
     /// Forgets every cached impact (the next queries read the postings again).
@@ -367,24 +369,32 @@ impl Scorer {
             .phrases
             .iter()
             .map(|(kind, terms, weight)| {
-                let disjuncts = self
-                    .parts
-                    .iter()
-                    .map(|(boost, fields)| {
-                        let phrase = phrase_query(kind.field(fields), terms);
-                        Box::new(BoostQuery::new(phrase, weight * boost)) as Box<dyn Query>
-                    })
-                    .collect();
-                (
-                    Occur::Should,
-                    Box::new(DisjunctionMaxQuery::with_tie_breaker(
-                        disjuncts,
-                        TIE_BREAKER,
-                    )) as Box<dyn Query>,
-                )
+                let best =
+                    self.best_part(*weight, &|fields| phrase_query(kind.field(fields), terms));
+                (Occur::Should, best)
             })
             .collect();
         BooleanQuery::new(clauses)
+    }
+
+    /// `make`'s query on every part, boosted by `weight` times the part's boost, scoring
+    /// by the best part plus `TIE_BREAKER` times the others.
+    fn best_part(
+        &self,
+        weight: f32,
+        make: &dyn Fn(&PartFields) -> Box<dyn Query>,
+    ) -> Box<dyn Query> {
+        let disjuncts = self
+            .parts
+            .iter()
+            .map(|(boost, fields)| {
+                Box::new(BoostQuery::new(make(fields), weight * boost)) as Box<dyn Query>
+            })
+            .collect();
+        Box::new(DisjunctionMaxQuery::with_tie_breaker(
+            disjuncts,
+            TIE_BREAKER,
+        ))
     }
 }
 
@@ -429,17 +439,11 @@ mod tests {
             .terms
             .iter()
             .map(|(kind, term, weight)| {
-                let parts = scorer
-                    .parts
-                    .iter()
-                    .map(|(boost, fields)| {
-                        let term = Term::from_field_text(kind.field(fields), term);
-                        let query = TermQuery::new(term, IndexRecordOption::WithFreqs);
-                        Box::new(BoostQuery::new(Box::new(query), weight * boost)) as Box<dyn Query>
-                    })
-                    .collect();
-                let best = DisjunctionMaxQuery::with_tie_breaker(parts, TIE_BREAKER);
-                (Occur::Should, Box::new(best) as Box<dyn Query>)
+                let best = scorer.best_part(*weight, &|fields| {
+                    let term = Term::from_field_text(kind.field(fields), term);
+                    Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs))
+                });
+                (Occur::Should, best)
             })
             .collect();
         clauses.push((Occur::Should, Box::new(scorer.phrase_query(plan))));

@@ -283,10 +283,19 @@ fn futures_stream(
 
 #[tokio::test]
 async fn page_errors_are_html_pages() {
-    let reply = get("/diagnose").await;
+    let reply = send(Request::delete("/diagnose").body(Body::empty()).unwrap()).await;
     assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED);
     assert!(reply.content_type().starts_with("text/html"));
-    assert!(reply.body.contains("Method Not Allowed"));
+    assert!(
+        reply.body.contains("405 Method not allowed"),
+        "{}",
+        reply.body
+    );
+    assert!(
+        reply.body.contains("DELETE is not accepted here"),
+        "{}",
+        reply.body
+    );
     let big = format!("text={}", "a".repeat(errbook::web::MAX_BODY_BYTES));
     let reply = send(
         Request::post("/diagnose")

@@ -199,9 +199,9 @@ async fn answer_page_shows_verdict_fix_and_highlighted_evidence() {
     let page = post_form("/diagnose", &format!("text={}", encode(MULTI_RANK))).await;
     assert_eq!(page.status, StatusCode::OK);
     let b = &page.body;
-    assert!(b.contains("Diagnosis: high confidence"), "{b}");
+    assert!(b.contains("Diagnosis · high confidence"), "{b}");
     assert!(b.contains(r#"<a href="/entries/nccl-invalid-usage">NCCL invalid usage when the model sits on another GPU</a>"#));
-    assert!(b.contains("<section class=\"fix\">"), "fix inline");
+    assert!(b.contains("<section class=\"fix\""), "fix inline");
     assert!(
         b.contains("torch.cuda.set_device(local_rank)"),
         "the fix's steps are on the page"
@@ -230,7 +230,7 @@ async fn answer_page_says_plainly_when_nothing_matches() {
         "{}",
         page.body
     );
-    assert!(!page.body.contains("Diagnosis:"));
+    assert!(!page.body.contains("Diagnosis ·"));
 }
 
 #[tokio::test]

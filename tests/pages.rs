@@ -2,8 +2,25 @@
 
 mod common;
 
-use axum::http::StatusCode;
-use common::{encode, get, post_form};
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use common::{Reply, encode, get, post_form, send};
+
+async fn get_with(uri: &str, headers: &[(header::HeaderName, &str)]) -> Reply {
+    let mut request = Request::get(uri);
+    for (name, value) in headers {
+        request = request.header(name, *value);
+    }
+    send(request.body(Body::empty()).unwrap()).await
+}
+
+fn location(reply: &Reply) -> &str {
+    reply
+        .headers
+        .get(header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_else(|| panic!("no Location: {} {}", reply.status, reply.body))
+}
 
 #[tokio::test]
 async fn home_has_paste_box_search_box_tags_and_entries() {
@@ -12,9 +29,12 @@ async fn home_has_paste_box_search_box_tags_and_entries() {
     assert!(page.content_type().starts_with("text/html"));
     let b = &page.body;
     assert!(
-        b.contains(r#"<form action="/diagnose" method="post">"#),
+        b.contains(r#"<form id="paste-form" action="/diagnose" method="post">"#),
         "{b}"
     );
+    let paste_box = b.find("paste-text").unwrap();
+    let search_box = b.find("home-q").unwrap();
+    assert!(paste_box < search_box, "the paste box comes first");
     assert!(
         b.contains(r#"<textarea id="paste-text" name="text""#),
         "{b}"
@@ -23,6 +43,11 @@ async fn home_has_paste_box_search_box_tags_and_entries() {
     assert!(b.contains(r#"href="/tags/memory""#));
     assert!(b.contains(r#"href="/entries/view-inplace""#));
     assert!(b.contains("多卡训练时 0 号卡显存占用更多"));
+    let start = b.find("class=\"start-here\"").expect("a start-here list");
+    assert!(
+        b[start..].contains(r#"href="/entries/nccl-invalid-usage""#),
+        "the most linked-to entry is suggested"
+    );
 }
 
 #[tokio::test]
@@ -106,7 +131,7 @@ async fn unknown_entry_is_a_real_404_page() {
     let page = get("/entries/no-such-problem").await;
     assert_eq!(page.status, StatusCode::NOT_FOUND);
     assert!(page.content_type().starts_with("text/html"));
-    assert!(page.body.contains("404 Not Found"));
+    assert!(page.body.contains("404 Not found"), "{}", page.body);
     assert!(page.body.contains("no-such-problem"));
     assert!(page.body.contains(r#"href="/""#), "way back home");
 }
@@ -115,7 +140,7 @@ async fn unknown_entry_is_a_real_404_page() {
 async fn unknown_page_is_a_404_page() {
     let page = get("/no/such/page").await;
     assert_eq!(page.status, StatusCode::NOT_FOUND);
-    assert!(page.body.contains("404 Not Found"));
+    assert!(page.body.contains("404 Not found"));
 }
 
 #[tokio::test]
@@ -142,6 +167,226 @@ async fn empty_paste_is_a_clear_400() {
     let page = post_form("/diagnose", "text=++").await;
     assert_eq!(page.status, StatusCode::BAD_REQUEST);
     assert!(page.body.contains("The paste is empty"));
+}
+
+#[tokio::test]
+async fn the_interface_follows_the_browser_language() {
+    let zh = get_with("/", &[(header::ACCEPT_LANGUAGE, "zh-CN,zh;q=0.9,en;q=0.5")]).await;
+    assert!(zh.body.contains(r#"<html lang="zh-CN""#), "{}", zh.body);
+    assert!(zh.body.contains("训练任务为什么挂了？"));
+    assert!(zh.body.contains(">诊断</button>"));
+    assert!(
+        zh.body
+            .contains(r#"class="lang-switch" href="/lang/en?next=/""#)
+    );
+    let vary = zh.headers.get(header::VARY).unwrap().to_str().unwrap();
+    assert!(vary.contains("Accept-Language") && vary.contains("Cookie"));
+
+    let en = get_with("/", &[(header::ACCEPT_LANGUAGE, "en-US,en;q=0.9")]).await;
+    assert!(en.body.contains(r#"<html lang="en""#));
+    assert!(en.body.contains("What killed your training job?"));
+    assert!(
+        get("/").await.body.contains(r#"<html lang="en""#),
+        "English by default"
+    );
+}
+
+#[tokio::test]
+async fn lists_show_both_titles_with_the_readers_language_first() {
+    let zh = get_with("/tags/memory", &[(header::COOKIE, "errbook_lang=zh-CN")]).await;
+    let b = &zh.body;
+    let zh_title = b.find("多卡训练时 0 号卡显存占用更多").unwrap();
+    let en_title = b.find("GPU 0 uses more memory").unwrap();
+    assert!(
+        zh_title < en_title,
+        "Chinese first for a Chinese reader: {b}"
+    );
+    assert!(b.contains("标签：memory"), "{b}");
+}
+
+#[tokio::test]
+async fn the_language_switch_remembers_the_choice_and_returns() {
+    let reply = get("/lang/zh-CN?next=/entries/view-inplace%3Fx%3D1").await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER);
+    assert_eq!(location(&reply), "/entries/view-inplace?x=1");
+    let cookie = reply
+        .headers
+        .get(header::SET_COOKIE)
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert!(cookie.starts_with("errbook_lang=zh-CN;"), "{cookie}");
+    assert!(cookie.contains("Path=/") && cookie.contains("SameSite=Lax"));
+
+    let page = get_with(
+        "/entries/view-inplace",
+        &[
+            (header::COOKIE, "errbook_lang=zh-CN"),
+            (header::ACCEPT_LANGUAGE, "en"),
+        ],
+    )
+    .await;
+    assert!(
+        page.body.contains(r#"<html lang="zh-CN""#),
+        "the choice beats the browser"
+    );
+
+    for next in [
+        "//evil.example/x",
+        "https://evil.example/",
+        "javascript:alert(1)",
+        "/\\evil",
+    ] {
+        let reply = get(&format!("/lang/en?next={}", encode(next))).await;
+        assert_eq!(location(&reply), "/", "{next} is not followed");
+    }
+    assert_eq!(get("/lang/fr").await.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn error_pages_speak_the_readers_language() {
+    let page = get_with("/entries/nope", &[(header::ACCEPT_LANGUAGE, "zh")]).await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND);
+    assert!(page.body.contains("404 页面不存在"), "{}", page.body);
+    assert!(page.body.contains("回到首页"));
+}
+
+const VIEW_PASTE: &str = "[rank1]: Traceback (most recent call last):\n[rank1]:   File \"train.py\", line 9, in <module>\n[rank1]: RuntimeError: Output 0 of SliceBackward0 is a view and is being modified inplace.";
+
+/// The share link on an answer page.
+fn share_link(body: &str) -> String {
+    let start = body
+        .find(r#"id="share-link" class="share-link" href=""#)
+        .expect("share link")
+        + r#"id="share-link" class="share-link" href=""#.len();
+    body[start..start + body[start..].find('"').unwrap()].replace("&#38;", "&")
+}
+
+#[tokio::test]
+async fn an_answer_has_a_link_that_gives_the_same_answer() {
+    let page = post_form("/diagnose", &format!("text={}", encode(VIEW_PASTE))).await;
+    let link = share_link(&page.body);
+    assert!(link.starts_with("/diagnose?p="), "{link}");
+    assert!(link.len() < 400, "a short paste makes a short link: {link}");
+    let shared = get(&link).await;
+    assert_eq!(shared.status, StatusCode::OK, "{}", shared.body);
+    assert!(
+        shared
+            .body
+            .contains(r#"<h1 id="verdict-title"><a href="/entries/view-inplace">"#)
+    );
+    assert!(
+        shared.body.contains("SliceBackward0"),
+        "the paste is shown again"
+    );
+    assert_eq!(share_link(&shared.body), link, "the link is stable");
+
+    let damaged = get(&link[..link.len() - 12]).await;
+    assert_eq!(damaged.status, StatusCode::BAD_REQUEST);
+    assert!(
+        damaged.body.contains("share link is damaged"),
+        "{}",
+        damaged.body
+    );
+    let home = get("/diagnose").await;
+    assert_eq!(home.status, StatusCode::SEE_OTHER);
+    assert_eq!(location(&home), "/");
+}
+
+#[tokio::test]
+async fn a_huge_paste_gets_a_short_link_to_the_same_answer() {
+    let mut paste = String::new();
+    for step in 0..4000 {
+        paste.push_str(&format!(
+            "[rank{}]: step {step} loss {:.4} lr 0.0001 throughput {} samples/s\n",
+            step % 8,
+            1.0 / (step as f32 + 1.0),
+            1000 + step * 7 % 113
+        ));
+    }
+    paste.push_str(VIEW_PASTE);
+    let page = post_form("/diagnose", &format!("text={}", encode(&paste))).await;
+    assert!(
+        page.body
+            .contains(r#"<h1 id="verdict-title"><a href="/entries/view-inplace">"#)
+    );
+    let link = share_link(&page.body);
+    assert!(link.len() < 13_000, "{} chars", link.len());
+    assert!(page.body.contains("the link keeps"), "the reader is told");
+    let shared = get(&link).await;
+    assert!(
+        shared
+            .body
+            .contains(r#"<h1 id="verdict-title"><a href="/entries/view-inplace">"#),
+        "{}",
+        shared.body
+    );
+}
+
+#[tokio::test]
+async fn a_traceback_typed_into_search_goes_to_its_diagnosis() {
+    let flat = VIEW_PASTE.replace('\n', " ");
+    let reply = get(&format!("/search?q={}", encode(&flat))).await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER);
+    let answer = get(location(&reply)).await;
+    assert!(
+        answer.body.contains(r#"<a href="/entries/view-inplace">"#),
+        "{}",
+        answer.body
+    );
+    let words = get("/search?q=view+modified+inplace").await;
+    assert_eq!(words.status, StatusCode::OK, "a plain query stays a search");
+}
+
+#[tokio::test]
+async fn static_assets_have_fingerprinted_urls_and_validators() {
+    let home = get("/").await;
+    let start = home.body.find("/static/style.").unwrap();
+    let url = &home.body[start..start + home.body[start..].find('"').unwrap()];
+    assert_ne!(url, "/static/style.css");
+    let css = get(url).await;
+    assert_eq!(css.status, StatusCode::OK);
+    assert_eq!(
+        css.headers.get(header::CACHE_CONTROL).unwrap(),
+        "public, max-age=31536000, immutable"
+    );
+    let js = home
+        .body
+        .find("/static/app.")
+        .expect("the script is linked");
+    assert_eq!(
+        get(&home.body[js..js + home.body[js..].find('"').unwrap()])
+            .await
+            .status,
+        StatusCode::OK
+    );
+
+    let plain = get("/static/style.css").await;
+    assert_eq!(
+        plain.headers.get(header::CACHE_CONTROL).unwrap(),
+        "no-cache"
+    );
+    let etag = plain
+        .headers
+        .get(header::ETAG)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let again = get_with("/static/style.css", &[(header::IF_NONE_MATCH, &etag)]).await;
+    assert_eq!(again.status, StatusCode::NOT_MODIFIED);
+    assert!(again.body.is_empty());
+
+    let zipped = get_with(url, &[(header::ACCEPT_ENCODING, "gzip")]).await;
+    assert_eq!(
+        zipped.headers.get(header::CONTENT_ENCODING).unwrap(),
+        "gzip"
+    );
+    let vary = zipped.headers.get(header::VARY).unwrap().to_str().unwrap();
+    assert!(
+        vary.to_ascii_lowercase().contains("accept-encoding"),
+        "{vary}"
+    );
 }
 
 #[tokio::test]

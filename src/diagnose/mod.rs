@@ -14,7 +14,7 @@ use crate::search::{SearchError, SearchIndex};
 
 pub use normalize::{normalize, query_words};
 pub use parse::{Exception, Frame, Parsed, RootCause, parse};
-pub use paste::{Line, Paste};
+pub use paste::{Line, Paste, looks_like_error};
 pub use rank::{Confidence, Diagnosis, Evidence, EvidenceKind, Match, Verdict};
 
 /// The knowledge base ready for diagnosis: its index, whose `Kb` holds the signatures.

@@ -8,6 +8,7 @@ use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use serde::Serialize;
 
+use super::i18n::Lang;
 use super::pages::ErrorPage;
 use crate::search::SearchError;
 
@@ -55,18 +56,23 @@ impl AppError {
     }
 }
 
-/// Portal pages render errors as HTML.
+/// Portal pages render errors as HTML. Rendered here in English; [`error_bodies`], which
+/// knows the reader's language, renders it again in theirs.
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
-        let status = self.status();
-        let page = ErrorPage {
-            status: status.as_u16(),
-            title: status.canonical_reason().unwrap_or("Error").to_string(),
-            detail: self.public_detail(),
-        };
-        let body = page.render_or_plain();
-        (status, Html(body)).into_response()
+        page_error(Lang::En, self.status(), self.public_detail())
     }
+}
+
+/// The message of an HTML error page, kept on the response for re-rendering.
+#[derive(Clone)]
+struct PageError(String);
+
+fn page_error(lang: Lang, status: StatusCode, detail: String) -> Response {
+    let body = ErrorPage::new(lang, status, detail.clone()).render_or_plain();
+    let mut response = (status, Html(body)).into_response();
+    response.extensions_mut().insert(PageError(detail));
+    response
 }
 
 /// An error from a `/api/v1` route, rendered as problem+json.
@@ -118,8 +124,21 @@ pub async fn error_bodies(request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let api = path.starts_with("/api/") || path == "/mcp";
     let method = request.method().clone();
+    let lang = Lang::of_request(request.headers());
     let response = next.run(request).await;
     let status = response.status();
+    if let Some(PageError(detail)) = response.extensions().get::<PageError>() {
+        if api || lang == Lang::En {
+            return response;
+        }
+        let mut page = page_error(lang, status, detail.clone());
+        for name in [header::ALLOW, header::VARY] {
+            if let Some(value) = response.headers().get(&name) {
+                page.headers_mut().insert(name, value.clone());
+            }
+        }
+        return page;
+    }
     let typed = response
         .headers()
         .get(header::CONTENT_TYPE)
@@ -153,7 +172,7 @@ pub async fn error_bodies(request: Request, next: Next) -> Response {
     let mut out = if api {
         ApiError(error).into_response()
     } else {
-        error.into_response()
+        page_error(lang, error.status(), error.public_detail())
     };
     if let Some(allow) = allow {
         out.headers_mut().insert(header::ALLOW, allow);

@@ -4,9 +4,11 @@
 mod api;
 mod assets;
 mod error;
+mod i18n;
 mod llms;
 mod mcp;
 mod pages;
+mod share;
 
 use std::sync::Arc;
 
@@ -92,7 +94,11 @@ pub fn app(state: AppState) -> Router {
     let routes = Router::new()
         .route("/", get(pages::home))
         .route("/search", get(pages::search))
-        .route("/diagnose", post(pages::diagnose))
+        .route(
+            "/diagnose",
+            post(pages::diagnose).get(pages::diagnose_shared),
+        )
+        .route("/lang/{code}", get(pages::switch_language))
         .route("/entries/{slug}", get(pages::entry))
         .route("/tags/{tag}", get(pages::tag))
         .route("/static/{*path}", get(assets::serve))

@@ -1,24 +1,128 @@
 //! Portal pages: each handler extracts its input, asks the domain, and wraps the result
-//! in a template struct named after the page (`SearchPage` -> `search.html`).
+//! in a template struct named after the page (`SearchPage` -> `search.html`). Every page
+//! carries a [`Ui`]: the interface language, its labels, and where the language switch
+//! leads.
+
+use std::collections::HashMap;
 
 use askama::Template;
 use axum::extract::rejection::{FormRejection, QueryRejection};
-use axum::extract::{Form, Path, Query, State};
-use axum::response::{Html, IntoResponse, Response};
+use axum::extract::{Form, FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::AppState;
 use super::error::AppError;
+use super::i18n::{self, Labels, Lang};
+use super::{assets, share};
 use crate::diagnose::{Diagnosis, Match, Verdict};
 use crate::kb::Entry;
 use crate::search::{Hit, SearchQuery};
 
 const PAGE_HITS: usize = 20;
+/// Entries on the home page's "start here" list.
+const START_HERE: usize = 8;
 
-type PageResult = Result<Html<String>, AppError>;
+type PageResult = Result<Response, AppError>;
 
+/// What every page needs besides its content: the interface language and its labels,
+/// and this page's own address (for the language switch to come back to).
+pub struct Ui {
+    pub lang: Lang,
+    pub t: &'static Labels,
+    here: String,
+}
+
+impl Ui {
+    pub fn new(lang: Lang, here: impl Into<String>) -> Ui {
+        Ui {
+            lang,
+            t: lang.labels(),
+            here: here.into(),
+        }
+    }
+
+    /// The fingerprinted URL of a static asset.
+    pub fn asset(&self, name: &str) -> String {
+        assets::url(name)
+    }
+
+    /// The language switch: this page in the other language.
+    pub fn switch_href(&self) -> String {
+        format!(
+            "/lang/{}?next={}",
+            self.lang.other().code(),
+            percent_encode(&self.here)
+        )
+    }
+
+    /// An entry's title and summary in the interface language first.
+    pub fn title<'a>(&self, entry: &'a Entry) -> &'a str {
+        if self.lang.is_zh() {
+            &entry.title_zh
+        } else {
+            &entry.title
+        }
+    }
+
+    pub fn other_title<'a>(&self, entry: &'a Entry) -> &'a str {
+        if self.lang.is_zh() {
+            &entry.title
+        } else {
+            &entry.title_zh
+        }
+    }
+
+    pub fn summary<'a>(&self, entry: &'a Entry) -> &'a str {
+        if self.lang.is_zh() {
+            &entry.summary_zh
+        } else {
+            &entry.summary
+        }
+    }
+
+    /// The `lang` attribute of text in the other language.
+    pub fn other_code(&self) -> &'static str {
+        self.lang.other().code()
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Ui {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let here = parts
+            .uri
+            .path_and_query()
+            .map_or("/", |pq| pq.as_str())
+            .to_string();
+        Ok(Ui::new(Lang::of_request(&parts.headers), here))
+    }
+}
+
+/// Everything but unreserved URL characters percent-encoded (for a query value).
+fn percent_encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// A rendered page. It depends on the reader's language, so caches must key on it.
 fn render(page: impl Template) -> PageResult {
-    Ok(Html(page.render()?))
+    let mut response = Html(page.render()?).into_response();
+    response.headers_mut().insert(
+        header::VARY,
+        HeaderValue::from_static("Accept-Language, Cookie"),
+    );
+    Ok(response)
 }
 
 /// A search or diagnosis result as the templates show it.
@@ -41,16 +145,37 @@ fn result_views<'a>(state: &'a AppState, hits: Vec<Hit>) -> Vec<ResultView<'a>> 
 #[derive(Template)]
 #[template(path = "home.html")]
 pub struct HomePage<'a> {
+    pub ui: Ui,
     pub entries: &'a [Entry],
+    pub start_here: Vec<&'a Entry>,
     pub tags: Vec<(&'a str, usize)>,
 }
 
-pub async fn home(State(state): State<AppState>) -> PageResult {
+pub async fn home(State(state): State<AppState>, ui: Ui) -> PageResult {
     let kb = state.index.kb();
     render(HomePage {
+        ui,
         entries: kb.entries(),
+        start_here: most_referenced(kb.entries(), START_HERE),
         tags: kb.tags().collect(),
     })
+}
+
+/// The entries that other entries send readers to most: the hubs worth reading first.
+fn most_referenced(entries: &[Entry], n: usize) -> Vec<&Entry> {
+    let mut links: HashMap<&str, usize> = HashMap::new();
+    for entry in entries {
+        for slug in &entry.related {
+            *links.entry(slug.as_str()).or_default() += 1;
+        }
+    }
+    let mut ranked: Vec<(&Entry, usize)> = entries
+        .iter()
+        .map(|e| (e, links.get(e.slug.as_str()).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.slug.cmp(&b.0.slug)));
+    ranked.into_iter().take(n).map(|(e, _)| e).collect()
 }
 
 #[derive(Debug, Deserialize)]
@@ -63,20 +188,28 @@ pub struct SearchParams {
 #[derive(Template)]
 #[template(path = "search.html")]
 pub struct SearchPage<'a> {
+    pub ui: Ui,
     pub q: String,
     pub tag: Option<String>,
     pub results: Vec<ResultView<'a>>,
     pub tags: Vec<(&'a str, usize)>,
 }
 
+/// Full-text search; a pasted traceback goes to its diagnosis instead.
 pub async fn search(
     State(state): State<AppState>,
+    ui: Ui,
     params: Result<Query<SearchParams>, QueryRejection>,
 ) -> PageResult {
     let Query(params) = params.map_err(|e| AppError::BadRequest(e.body_text()))?;
+    if share::looks_like_paste(&params.q) {
+        let packed = share::encode(&share::unflatten(&params.q));
+        return Ok(Redirect::to(&format!("/diagnose?p={packed}")).into_response());
+    }
     let query = SearchQuery::new(&params.q, params.tag.as_deref(), PAGE_HITS);
     let hits = state.index.search(&query)?;
     render(SearchPage {
+        ui,
         q: query.text,
         tag: query.tag,
         results: result_views(&state, hits),
@@ -87,45 +220,72 @@ pub async fn search(
 #[derive(Template)]
 #[template(path = "entry.html")]
 pub struct EntryPage<'a> {
+    pub ui: Ui,
     pub entry: &'a Entry,
     pub related: Vec<&'a Entry>,
+    /// The address to share: absolute when the public URL is known.
+    pub link: String,
 }
 
 /// An entry's page; `/entries/{slug}.md` is the same entry as Markdown.
 pub async fn entry(
     State(state): State<AppState>,
+    ui: Ui,
     Path(slug): Path<String>,
 ) -> Result<Response, AppError> {
     if let Some(slug) = slug.strip_suffix(".md") {
         return super::llms::entry_markdown(&state, slug);
     }
-    entry_page(&state, &slug).map(IntoResponse::into_response)
-}
-
-fn entry_page(state: &AppState, slug: &str) -> PageResult {
     let kb = state.index.kb();
     let entry = kb
-        .get(slug)
+        .get(&slug)
         .ok_or_else(|| AppError::NotFound(format!("There is no entry `{slug}`.")))?;
     render(EntryPage {
+        ui,
         entry,
         related: entry.related.iter().filter_map(|s| kb.get(s)).collect(),
+        link: state.entry_url(&entry.slug),
     })
 }
 
 #[derive(Template)]
 #[template(path = "tag.html")]
 pub struct TagPage<'a> {
+    pub ui: Ui,
     pub tag: String,
     pub entries: Vec<&'a Entry>,
 }
 
-pub async fn tag(State(state): State<AppState>, Path(tag): Path<String>) -> PageResult {
+pub async fn tag(State(state): State<AppState>, ui: Ui, Path(tag): Path<String>) -> PageResult {
     let entries = state.index.kb().tagged(&tag);
     if entries.is_empty() {
         return Err(AppError::NotFound(format!("No entry has the tag `{tag}`.")));
     }
-    render(TagPage { tag, entries })
+    render(TagPage { ui, tag, entries })
+}
+
+/// The language switch: remembers the choice in a cookie and goes back to the page.
+pub async fn switch_language(
+    Path(code): Path<String>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Response, AppError> {
+    let lang = Lang::parse(&code)
+        .ok_or_else(|| AppError::NotFound(format!("errbook has no `{code}` interface.")))?;
+    let next = params
+        .get("next")
+        .map(String::as_str)
+        .filter(|n| n.starts_with('/') && !n.starts_with("//") && !n.contains('\\'))
+        .unwrap_or("/");
+    let mut response = Redirect::to(next).into_response();
+    let cookie = format!(
+        "{}={}; Path=/; Max-Age=31536000; SameSite=Lax",
+        i18n::COOKIE,
+        lang.code()
+    );
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    Ok(response)
 }
 
 #[derive(Debug, Deserialize)]
@@ -138,17 +298,23 @@ pub struct DiagnoseForm {
 pub struct MatchView<'a> {
     pub entry: &'a Entry,
     pub m: Match,
-    /// The entry's Fix section, shown inline for the top answer.
-    pub fix_html: Option<String>,
 }
 
 #[derive(Template)]
 #[template(path = "diagnose.html")]
 pub struct DiagnosePage<'a> {
+    pub ui: Ui,
     pub text: String,
     pub diagnosis: Diagnosis,
-    pub matches: Vec<MatchView<'a>>,
+    /// The answer, when there is one.
+    pub top: Option<MatchView<'a>>,
+    /// The entry's Fix section, shown inline under the answer.
+    pub fix_html: Option<String>,
+    pub others: Vec<MatchView<'a>>,
     pub closest: Vec<ResultView<'a>>,
+    pub share: share::Link,
+    /// The share link's full address: absolute when the public URL is known.
+    pub share_url: String,
 }
 
 impl DiagnosePage<'_> {
@@ -160,6 +326,7 @@ impl DiagnosePage<'_> {
 /// The paste box's target: the answer page for a pasted traceback or log.
 pub async fn diagnose(
     State(state): State<AppState>,
+    lang: Lang,
     form: Result<Form<DiagnoseForm>, FormRejection>,
 ) -> PageResult {
     let Form(form) = form.map_err(|e| match e.status().as_u16() {
@@ -169,32 +336,59 @@ pub async fn diagnose(
         )),
         _ => AppError::BadRequest(e.body_text()),
     })?;
-    if form.text.trim().is_empty() {
+    answer(&state, lang, form.text)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SharedParams {
+    pub p: Option<String>,
+}
+
+/// A share link: the paste travels in the URL and is diagnosed again.
+pub async fn diagnose_shared(
+    State(state): State<AppState>,
+    lang: Lang,
+    params: Result<Query<SharedParams>, QueryRejection>,
+) -> PageResult {
+    let Query(params) = params.map_err(|e| AppError::BadRequest(e.body_text()))?;
+    let Some(packed) = params.p else {
+        return Ok(Redirect::to("/").into_response());
+    };
+    let text = share::decode(&packed).map_err(AppError::BadRequest)?;
+    answer(&state, lang, text)
+}
+
+fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
+    if text.trim().is_empty() {
         return Err(AppError::BadRequest(
             "The paste is empty: paste a traceback or a log into the box.".into(),
         ));
     }
-    let mut diagnosis = state.diagnoser.diagnose_text(&form.text, 5)?;
+    let mut diagnosis = state.diagnoser.diagnose_text(&text, 5)?;
+    let share = share::link(&text, &diagnosis);
     let kb = state.index.kb();
-    let matches = diagnosis
-        .matches
-        .iter()
-        .enumerate()
-        .filter_map(|(i, m)| {
-            let entry = kb.get(&m.slug)?;
-            Some(MatchView {
-                entry,
-                m: m.clone(),
-                fix_html: (i == 0).then(|| section_html(&entry.html, "fix")).flatten(),
-            })
+    let mut views = diagnosis.matches.iter().filter_map(|m| {
+        Some(MatchView {
+            entry: kb.get(&m.slug)?,
+            m: m.clone(),
         })
-        .collect();
-    let closest = result_views(&state, std::mem::take(&mut diagnosis.closest));
+    });
+    let top = views.next();
+    let others = views.collect();
+    let fix_html = top
+        .as_ref()
+        .and_then(|top| section_html(&top.entry.html, "fix"));
+    let closest = result_views(state, std::mem::take(&mut diagnosis.closest));
     render(DiagnosePage {
-        text: form.text,
+        ui: Ui::new(lang, share.path.clone()),
+        share_url: state.url(&share.path),
+        text,
         diagnosis,
-        matches,
+        top,
+        fix_html,
+        others,
         closest,
+        share,
     })
 }
 
@@ -211,12 +405,22 @@ fn section_html(html: &str, id: &str) -> Option<String> {
 #[derive(Template)]
 #[template(path = "error.html")]
 pub struct ErrorPage {
+    pub ui: Ui,
     pub status: u16,
-    pub title: String,
+    pub title: &'static str,
     pub detail: String,
 }
 
 impl ErrorPage {
+    pub fn new(lang: Lang, status: StatusCode, detail: String) -> ErrorPage {
+        ErrorPage {
+            ui: Ui::new(lang, "/"),
+            status: status.as_u16(),
+            title: lang.status_title(status.as_u16()),
+            detail,
+        }
+    }
+
     /// Error pages must never fail themselves: fall back to plain text.
     pub fn render_or_plain(&self) -> String {
         self.render()
@@ -226,4 +430,19 @@ impl ErrorPage {
 
 pub async fn not_found() -> AppError {
     AppError::NotFound("There is no page at this address.".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_switch_link_encodes_the_page_it_returns_to() {
+        let ui = Ui::new(Lang::En, "/search?q=显存 a&tag=nccl");
+        assert_eq!(
+            ui.switch_href(),
+            "/lang/zh-CN?next=/search%3Fq%3D%E6%98%BE%E5%AD%98%20a%26tag%3Dnccl"
+        );
+        assert_eq!(Ui::new(Lang::Zh, "/").switch_href(), "/lang/en?next=/");
+    }
 }

@@ -24,7 +24,7 @@
     });
     // On a desktop the paste box is where people start; on a phone the keyboard would
     // cover the page, so leave focus alone there.
-    if (window.matchMedia("(pointer: fine)").matches && !location.hash) {
+    if (!window.matchMedia("(pointer: coarse)").matches && !location.hash) {
       pasteText.focus({ preventScroll: true });
     }
   }
@@ -128,6 +128,9 @@
   }
   for (const link of document.querySelectorAll("a.share-link")) {
     const absolute = () => new URL(link.getAttribute("href"), location.href).href;
+    // Without a configured public URL the server only knows the path; the browser
+    // knows the whole address to paste into a chat.
+    if (link.textContent.startsWith("/")) link.textContent = absolute();
     link.after(...copyButton(absolute));
   }
 

@@ -148,8 +148,11 @@ fn check(dir: &Path) -> anyhow::Result<ExitCode> {
     };
     let entries = kb.len();
     let examples: usize = kb.entries().iter().map(|e| e.examples.len()).sum();
+    let mut problems = kb.compile_regexes();
+    problems.extend(kb.example_problems());
     let diagnoser = Diagnoser::new(Arc::new(SearchIndex::build(Arc::new(kb))?));
-    let problems = diagnoser.check_examples()?;
+    problems.extend(diagnoser.check_examples()?);
+    problems.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
     if !problems.is_empty() {
         for problem in &problems {
             eprintln!("error: {problem}");
@@ -291,6 +294,8 @@ fn serve(dir: &Path, addr: SocketAddr, public_url: Option<&str>) -> anyhow::Resu
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let started = Instant::now();
+    // The Chinese dictionary loads while the entries are read; indexing waits for it.
+    std::thread::spawn(errbook::search::analysis::warm_up);
     let Some(kb) = load(dir)? else {
         eprintln!(
             "error: refusing to serve an invalid knowledge base; fix it and run `errbook check`"
@@ -298,7 +303,9 @@ fn serve(dir: &Path, addr: SocketAddr, public_url: Option<&str>) -> anyhow::Resu
         return Ok(ExitCode::FAILURE);
     };
     let entries = kb.len();
+    tracing::debug!(ms = started.elapsed().as_millis() as u64, "kb loaded");
     let index = SearchIndex::build(Arc::new(kb)).context("building the search index")?;
+    release_free_memory();
     let mut state = AppState::new(index);
     if let Some(base) = public_url {
         state = match state.with_public_url(base) {
@@ -330,6 +337,16 @@ fn serve(dir: &Path, addr: SocketAddr, public_url: Option<&str>) -> anyhow::Resu
             .context("server failed")
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Hands the memory freed by indexing (the writers' buffers) back to the system, so
+/// an idle server's resident size is what it really keeps.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM, so in-flight requests finish before exit.

@@ -1,6 +1,7 @@
 //! One knowledge-base entry: parsing a file and validating it into a trusted [`Entry`].
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use regex::Regex;
 use serde_saphyr::Spanned;
@@ -49,7 +50,65 @@ pub struct Signature {
 #[derive(Debug, Clone)]
 pub enum SignatureKind {
     Literal(String),
-    Regex(Regex),
+    Regex(LazyRegex),
+}
+
+/// A signature's regular expression. Its syntax is checked when the entry loads; the
+/// program is compiled the first time a paste needs it. Most never run, because their
+/// literals never show up, so a large knowledge base neither waits for nor holds
+/// thousands of compiled regexes. Clones share the compiled program.
+#[derive(Clone)]
+pub struct LazyRegex {
+    source: Arc<str>,
+    compiled: Arc<OnceLock<Result<Regex, String>>>,
+}
+
+impl LazyRegex {
+    /// Checks `source`: it must parse and must not match the empty string.
+    pub fn new(source: &str) -> Result<LazyRegex, String> {
+        let hir = regex_syntax::Parser::new().parse(source).map_err(|err| {
+            format!(
+                "signature regex `{source}` does not compile: {}",
+                first_line(&err.to_string())
+            )
+        })?;
+        if hir.properties().minimum_len() == Some(0) {
+            return Err(format!(
+                "signature regex `{source}` matches the empty string"
+            ));
+        }
+        Ok(LazyRegex {
+            source: source.into(),
+            compiled: Arc::new(OnceLock::new()),
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// The compiled program, or why it cannot be built (a pattern past the regex
+    /// crate's size limits parses but does not compile).
+    pub fn compiled(&self) -> Result<&Regex, &str> {
+        self.compiled
+            .get_or_init(|| {
+                Regex::new(&self.source).map_err(|err| {
+                    format!(
+                        "signature regex `{}` does not compile: {}",
+                        self.source,
+                        first_line(&err.to_string())
+                    )
+                })
+            })
+            .as_ref()
+            .map_err(String::as_str)
+    }
+}
+
+impl std::fmt::Debug for LazyRegex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("LazyRegex").field(&self.source).finish()
+    }
 }
 
 impl Signature {
@@ -188,23 +247,12 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
                     });
                 }
             }
-            SignatureSpec::Pattern(p) => match Regex::new(&p.regex) {
-                Ok(r) if r.is_match("") => v.report(
-                    spec,
-                    format!("signature regex `{}` matches the empty string", p.regex),
-                ),
+            SignatureSpec::Pattern(p) => match LazyRegex::new(&p.regex) {
                 Ok(r) => signatures.push(Signature {
                     kind: SignatureKind::Regex(r),
                     weak: p.weak,
                 }),
-                Err(err) => v.report(
-                    spec,
-                    format!(
-                        "signature regex `{}` does not compile: {}",
-                        p.regex,
-                        first_line(&err.to_string())
-                    ),
-                ),
+                Err(message) => v.report(spec, message),
             },
         }
     }
@@ -362,11 +410,26 @@ mod tests {
     }
 
     #[test]
+    fn signature_regexes_are_checked_at_load_and_compiled_on_first_use() {
+        let err = LazyRegex::new("(unclosed").unwrap_err();
+        assert!(err.contains("does not compile"), "{err}");
+        let err = LazyRegex::new("a*|b?").unwrap_err();
+        assert!(err.contains("matches the empty string"), "{err}");
+        let ok = LazyRegex::new(r"rank (\d+) failed").unwrap();
+        assert!(ok.compiled.get().is_none(), "not compiled until needed");
+        assert!(ok.compiled().unwrap().is_match("rank 3 failed"));
+        // Parses, but its program is past the regex crate's size limit: an error
+        // `errbook check` reports, never a panic.
+        let huge = LazyRegex::new(r"(?:\w{100}){100}x").unwrap();
+        assert!(huge.compiled().unwrap_err().contains("does not compile"));
+    }
+
+    #[test]
     fn regex_signature_indexes_only_its_words() {
         let sig = Signature {
             weak: false,
             kind: SignatureKind::Regex(
-                Regex::new(r"Duplicate GPU detected : rank \d+ and rank (\d+)").unwrap(),
+                LazyRegex::new(r"Duplicate GPU detected : rank \d+ and rank (\d+)").unwrap(),
             ),
         };
         let text = sig.searchable_text();

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use entry::{Entry, Signature, SignatureKind};
+pub use entry::{Entry, LazyRegex, Signature, SignatureKind};
 pub use markdown::render_markdown;
 pub use signatures::{SignatureMatch, SignatureSet};
 
@@ -79,30 +79,51 @@ pub struct Kb {
     signatures: SignatureSet,
 }
 
+/// Reads and parses `files`, on as many threads as there are cores: parsing
+/// (YAML, Markdown, sanitising) is most of loading.
+fn parse_all(files: &[PathBuf]) -> (Vec<entry::Parsed>, Vec<Problem>) {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = files.len().div_ceil(threads).max(1);
+    let parse_chunk = |paths: &[PathBuf]| {
+        let mut entries = Vec::new();
+        let mut problems = Vec::new();
+        for path in paths {
+            match std::fs::read_to_string(path) {
+                Ok(text) => match entry::parse(path, &text) {
+                    Ok(parsed) => entries.push(parsed),
+                    Err(mut found) => problems.append(&mut found),
+                },
+                Err(err) => {
+                    problems.push(Problem::new(path, None, format!("cannot read file: {err}")))
+                }
+            }
+        }
+        (entries, problems)
+    };
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = files
+            .chunks(chunk)
+            .map(|paths| scope.spawn(move || parse_chunk(paths)))
+            .collect();
+        let mut entries = Vec::with_capacity(files.len());
+        let mut problems = Vec::new();
+        for worker in workers {
+            let (mut e, mut p) = worker
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            entries.append(&mut e);
+            problems.append(&mut p);
+        }
+        (entries, problems)
+    })
+}
+
 impl Kb {
     /// Loads and validates every `*.md` file under `dir` (recursively; `README.md` is the
     /// authors' guide and is skipped). Returns all problems found, sorted by file and line.
     pub fn load(dir: &Path) -> Result<Kb, LoadError> {
         let files = markdown_files(dir)?;
-        let mut problems = Vec::new();
-        let mut entries = Vec::new();
-        for path in files {
-            let text = match std::fs::read_to_string(&path) {
-                Ok(text) => text,
-                Err(err) => {
-                    problems.push(Problem::new(
-                        &path,
-                        None,
-                        format!("cannot read file: {err}"),
-                    ));
-                    continue;
-                }
-            };
-            match entry::parse(&path, &text) {
-                Ok(parsed) => entries.push(parsed),
-                Err(mut found) => problems.append(&mut found),
-            }
-        }
+        let (mut entries, mut problems) = parse_all(&files);
         if entries.is_empty() && problems.is_empty() {
             problems.push(Problem::new(
                 dir,
@@ -115,7 +136,6 @@ impl Kb {
         entries.sort_by(|a, b| a.entry.slug.cmp(&b.entry.slug));
         let signatures = SignatureSet::new(entries.iter().map(|p| &p.entry));
         problems.extend(cross_check(&entries));
-        problems.extend(check_examples(&entries, &signatures));
         if !problems.is_empty() {
             problems.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
             return Err(LoadError::Invalid { problems });
@@ -161,6 +181,29 @@ impl Kb {
 
     pub fn entries(&self) -> &[Entry] {
         &self.entries
+    }
+
+    /// The authoring checks `errbook check` adds to loading: each example holds one of
+    /// its entry's signatures and no strong signature of another entry fires on it.
+    /// (Examples are documentation and test data; serving does not need them checked.)
+    pub fn example_problems(&self) -> Vec<Problem> {
+        check_examples(&self.entries, &self.signatures)
+    }
+
+    /// Compiles every signature regex (serving compiles each only when a paste needs
+    /// it) and reports those past the regex crate's size limits.
+    pub fn compile_regexes(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        for entry in &self.entries {
+            for signature in &entry.signatures {
+                if let SignatureKind::Regex(regex) = &signature.kind
+                    && let Err(message) = regex.compiled()
+                {
+                    problems.push(Problem::new(&entry.path, None, message));
+                }
+            }
+        }
+        problems
     }
 
     pub fn len(&self) -> usize {
@@ -255,10 +298,9 @@ fn cross_check(entries: &[entry::Parsed]) -> Vec<Problem> {
 
 /// Each example must contain one of its own entry's signatures, and no strong signature
 /// of another entry may fire on it: otherwise the example documents an ambiguity.
-fn check_examples(parsed: &[entry::Parsed], set: &SignatureSet) -> Vec<Problem> {
+fn check_examples(entries: &[Entry], set: &SignatureSet) -> Vec<Problem> {
     let mut problems = Vec::new();
-    for (e, p) in parsed.iter().enumerate() {
-        let entry = &p.entry;
+    for (e, entry) in entries.iter().enumerate() {
         for (n, (example, &line)) in entry.examples.iter().zip(&entry.example_lines).enumerate() {
             let matches = set.matches(example);
             if !matches.iter().any(|m| m.entry == e) {
@@ -270,7 +312,7 @@ fn check_examples(parsed: &[entry::Parsed], set: &SignatureSet) -> Vec<Problem> 
             }
             let mut reported = Vec::new();
             for m in matches.iter().filter(|m| m.entry != e) {
-                let other = &parsed[m.entry].entry;
+                let other = &entries[m.entry];
                 let sig = &other.signatures[m.signature];
                 if sig.weak || reported.contains(&m.entry) {
                     continue;

@@ -5,6 +5,8 @@
 //! match a line break then runs only on the lines where its literals were found, so its
 //! cost follows those lines, not the length of the paste.
 
+use std::collections::{HashMap, HashSet};
+
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex::Regex;
 use regex_syntax::hir::literal::{ExtractKind, Extractor, Seq};
@@ -12,11 +14,15 @@ use regex_syntax::hir::{Class, Hir, HirKind};
 
 /// Shortest literal accepted as a regex's prefilter: shorter ones fire everywhere.
 const MIN_PREFILTER_LEN: usize = 3;
+/// Longest piece of a literal the automaton looks for; a literal signature's hit is
+/// then checked against the whole literal. The automaton's size follows the total
+/// length of its patterns, and a short piece is as selective as the whole.
+const MAX_NEEDLE: usize = 16;
 /// Past this many literal hits for one regex, it runs over the whole text once instead
 /// of line by line.
 const MAX_LINE_SEARCHES: usize = 256;
 
-use super::{Entry, SignatureKind};
+use super::{Entry, LazyRegex, SignatureKind};
 
 /// Which signature fired, and where in the text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +63,7 @@ struct Prefilter {
 
 #[derive(Debug, Clone)]
 struct RegexSignature {
-    regex: Regex,
+    regex: LazyRegex,
     entry: usize,
     signature: usize,
     /// It matches no line break, so every match lies within one line.
@@ -74,6 +80,8 @@ pub struct SignatureSet {
     /// The bytes of each pattern, as written.
     needles: Vec<Vec<u8>>,
     regexes: Vec<RegexSignature>,
+    /// The regexes with no usable literal, which run on every text.
+    unfiltered: Vec<usize>,
 }
 
 impl SignatureSet {
@@ -93,7 +101,8 @@ impl SignatureSet {
                         let prefilter = prefilter(re.as_str());
                         let ignore_case = prefilter.as_ref().is_some_and(|p| p.ignore_case);
                         for literal in prefilter.iter().flat_map(|p| &p.literals) {
-                            needles.push(literal.clone());
+                            // Any piece of a required literal is required too.
+                            needles.push(literal[..literal.len().min(MAX_NEEDLE)].to_vec());
                             patterns.push(Pattern::Prefilter {
                                 regex: id,
                                 exact: !ignore_case,
@@ -121,55 +130,63 @@ impl SignatureSet {
             .match_kind(MatchKind::Standard)
             .ascii_case_insensitive(true)
             .kind(Some(AhoCorasickKind::DFA))
-            .build(&needles)
+            .build(needles.iter().map(|n| &n[..n.len().min(MAX_NEEDLE)]))
             .ok();
         if automaton.is_none() {
             for r in &mut regexes {
                 r.unfiltered = true;
             }
         }
+        let unfiltered = (0..regexes.len())
+            .filter(|&i| regexes[i].unfiltered)
+            .collect();
         SignatureSet {
             automaton,
             patterns,
             needles,
             regexes,
+            unfiltered,
         }
     }
 
     /// Every signature that fires on `text`, each once (its first occurrence), ordered by
     /// entry and signature.
     pub fn matches(&self, text: &str) -> Vec<SignatureMatch> {
+        // Work here follows what the text holds, not the size of the set: a knowledge
+        // base of 100,000 entries costs a paste no more than one of 60, past the scan.
         let mut found = Vec::new();
-        let mut literal_seen = vec![false; self.patterns.len()];
-        let mut wanted: Vec<bool> = self.regexes.iter().map(|r| r.unfiltered).collect();
-        // Where each regex's literals were found; `None` once it must search everywhere.
-        let mut hits: Vec<Option<Vec<usize>>> = self
-            .regexes
-            .iter()
-            .map(|r| (r.line_local && !r.unfiltered).then(Vec::new))
-            .collect();
+        let mut literal_seen: HashSet<usize> = HashSet::new();
+        // The regexes worth running, with where their literals were found (`None` once
+        // they must search the whole text).
+        let mut wanted: HashMap<usize, Option<Vec<usize>>> = HashMap::new();
         let mut folding = false;
         if let Some(ac) = &self.automaton {
             for m in ac.find_overlapping_iter(text) {
                 let id = m.pattern().as_usize();
-                let as_written = || text.as_bytes()[m.range()] == self.needles[id][..];
+                let needle = &self.needles[id];
+                let as_written = || text.as_bytes()[m.start()..].starts_with(needle);
                 match self.patterns[id] {
-                    Pattern::Literal(entry, signature) if !literal_seen[id] && as_written() => {
-                        literal_seen[id] = true;
+                    Pattern::Literal(entry, signature)
+                        if !literal_seen.contains(&id) && as_written() =>
+                    {
+                        literal_seen.insert(id);
                         found.push(SignatureMatch {
                             entry,
                             signature,
                             start: m.start(),
-                            end: m.end(),
+                            end: m.start() + needle.len(),
                         });
                     }
                     Pattern::Prefilter { regex, exact } if !exact || as_written() => {
-                        wanted[regex] = true;
-                        if let Some(list) = &mut hits[regex] {
+                        let line_local = self.regexes[regex].line_local;
+                        let hits = wanted
+                            .entry(regex)
+                            .or_insert_with(|| line_local.then(Vec::new));
+                        if let Some(list) = hits {
                             if list.len() < MAX_LINE_SEARCHES {
                                 list.push(m.start());
                             } else {
-                                hits[regex] = None;
+                                *hits = None;
                             }
                         }
                     }
@@ -178,17 +195,25 @@ impl SignatureSet {
                 }
             }
         }
-        for (id, r) in self.regexes.iter().enumerate() {
-            if folding && r.ignore_case {
-                wanted[id] = true;
-                hits[id] = None;
+        for &id in &self.unfiltered {
+            wanted.insert(id, None);
+        }
+        if folding {
+            for (id, r) in self.regexes.iter().enumerate() {
+                if r.ignore_case {
+                    wanted.insert(id, None);
+                }
             }
-            if !wanted[id] {
+        }
+        for (id, hits) in &mut wanted {
+            let r = &self.regexes[*id];
+            let Ok(regex) = r.regex.compiled() else {
+                // `errbook check` reports it; a paste is still diagnosed without it.
                 continue;
-            }
-            let m = match &mut hits[id] {
-                Some(lines) => find_on_lines(&r.regex, text, lines),
-                None => r.regex.find(text).map(|m| (m.start(), m.end())),
+            };
+            let m = match hits {
+                Some(lines) => find_on_lines(regex, text, lines),
+                None => regex.find(text).map(|m| (m.start(), m.end())),
             };
             if let Some((start, end)) = m {
                 found.push(SignatureMatch {
@@ -372,7 +397,7 @@ mod tests {
 
     fn regex(p: &str) -> Signature {
         Signature {
-            kind: SignatureKind::Regex(Regex::new(p).unwrap()),
+            kind: SignatureKind::Regex(LazyRegex::new(p).unwrap()),
             weak: false,
         }
     }
@@ -456,6 +481,42 @@ mod tests {
     /// The entries whose signatures fire on `text`.
     fn fired(set: &SignatureSet, text: &str) -> Vec<usize> {
         set.matches(text).iter().map(|m| m.entry).collect()
+    }
+
+    #[test]
+    fn a_long_literal_fires_only_when_all_of_it_is_there() {
+        let long = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError";
+        let entries = vec![
+            entry("a", vec![Signature::literal(long)]),
+            entry(
+                "b",
+                vec![regex(r"torch\.distributed\.elastic\.rendezvous\.\w+Error")],
+            ),
+        ];
+        let set = SignatureSet::new(&entries);
+        let text = format!("x\n{long}: boom");
+        let m = set.matches(&text);
+        assert_eq!(m.len(), 1);
+        assert_eq!(
+            &text[m[0].start..m[0].end],
+            long,
+            "the whole literal is the match"
+        );
+        // The same first 16 bytes, a different ending: neither fires.
+        assert!(
+            fired(
+                &set,
+                "torch.distributed.elastic.multiprocessing.errors.Other"
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            fired(
+                &set,
+                "torch.distributed.elastic.rendezvous.RendezvousClosedError"
+            ),
+            [1]
+        );
     }
 
     #[test]

@@ -111,7 +111,9 @@ impl std::fmt::Debug for SearchIndex {
 impl SearchIndex {
     /// Indexes every entry of `kb` in RAM.
     pub fn build(kb: Arc<Kb>) -> Result<SearchIndex, SearchError> {
+        let t0 = std::time::Instant::now();
         analysis::warm_up();
+        tracing::debug!(ms = t0.elapsed().as_millis() as u64, "jieba loaded");
         let fields = Fields::new();
         let index = Index::create_in_ram(fields.schema.clone());
         register_analyzers(&index);
@@ -139,8 +141,10 @@ impl SearchIndex {
             fields: fields.clone(),
         };
         let scorer = Scorer::new(searcher, Box::new(stats), parts);
+        tracing::debug!(ms = t0.elapsed().as_millis() as u64, "main index built");
         let quoting = PhraseIndex::build(&kb, Passages::Quoting, None)?;
         let describing = PhraseIndex::build(&kb, Passages::Describing, Some(&quoting))?;
+        tracing::debug!(ms = t0.elapsed().as_millis() as u64, "phrase indexes built");
         Ok(SearchIndex {
             kb,
             index,

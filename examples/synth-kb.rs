@@ -201,22 +201,45 @@ fn body(base: &Entry, budget: usize, error: &str) -> String {
             let _ = writeln!(out, "```\n{error}\n```\n");
         }
         let mut text = String::new();
-        for paragraph in section.split("\n\n") {
-            if !text.is_empty() && text.len() + paragraph.len() > budget / 4 {
+        for block in blocks(section) {
+            if !text.is_empty() && text.len() + block.len() > budget / 4 {
                 break;
             }
-            let _ = writeln!(text, "{paragraph}\n");
+            let _ = writeln!(text, "{block}\n");
         }
         if text.is_empty() {
             text.push_str("See the error above.\n\n");
         }
-        // A fence left open by the cut would swallow the next heading.
-        if text.matches("```").count() % 2 == 1 {
-            text.push_str("```\n\n");
-        }
         out.push_str(&text);
     }
     out
+}
+
+/// A section's blocks: paragraphs, list items, tables, and code fences kept whole, so
+/// a cut never leaves a fence open.
+fn blocks(section: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current = String::new();
+    let mut in_fence = false;
+    for line in section.lines() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+        }
+        if line.trim().is_empty() && !in_fence {
+            if !current.is_empty() {
+                blocks.push(std::mem::take(&mut current));
+            }
+            continue;
+        }
+        if !current.is_empty() {
+            current.push('\n');
+        }
+        current.push_str(line);
+    }
+    if !current.is_empty() {
+        blocks.push(current);
+    }
+    blocks
 }
 
 fn section<'a>(markdown: &'a str, heading: &str) -> &'a str {

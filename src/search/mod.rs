@@ -7,9 +7,10 @@ mod phrases;
 mod schema;
 mod scoring;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use aho_corasick::AhoCorasick;
 use tantivy::query::Bm25StatisticsProvider;
 use tantivy::schema::Field;
 use tantivy::snippet::SnippetGenerator;
@@ -36,7 +37,7 @@ pub enum SearchError {
 }
 
 /// A validated search request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SearchQuery {
     pub text: String,
     pub tag: Option<String>,
@@ -80,7 +81,13 @@ pub struct SearchIndex {
     ordinal_of: Vec<u32>,
     describing: PhraseIndex,
     quoting: PhraseIndex,
+    /// Answers to recent searches. The index never changes once built, so a cached
+    /// answer stays right; people search the same errors over and over.
+    answers: quick_cache::sync::Cache<SearchQuery, Arc<Vec<Hit>>>,
 }
+
+/// Searches whose answers are kept (each a few kilobytes).
+const CACHED_SEARCHES: usize = 1024;
 
 /// A text's distinct analysed terms and their weights (see `SearchIndex::query_terms`).
 #[derive(Debug, Clone, Default)]
@@ -154,6 +161,7 @@ impl SearchIndex {
             ordinal_of,
             describing,
             quoting,
+            answers: quick_cache::sync::Cache::new(CACHED_SEARCHES),
         })
     }
 
@@ -164,17 +172,26 @@ impl SearchIndex {
     /// Ranked hits for `query`, with snippets. An empty query lists the tag's entries
     /// (or nothing).
     pub fn search(&self, query: &SearchQuery) -> Result<Vec<Hit>, SearchError> {
+        if let Some(hits) = self.answers.get(query) {
+            return Ok(hits.as_ref().clone());
+        }
+        let hits = self.search_uncached(query)?;
+        self.answers.insert(query.clone(), Arc::new(hits.clone()));
+        Ok(hits)
+    }
+
+    fn search_uncached(&self, query: &SearchQuery) -> Result<Vec<Hit>, SearchError> {
         let plan = self.plan(&self.analyse(&query.text));
         let ranked = self.ranked(plan.as_ref(), query.tag.as_deref(), query.limit)?;
-        let generators = match &plan {
-            Some(plan) => self.snippet_generators(plan)?,
-            None => Vec::new(),
+        let (generators, spotter) = match &plan {
+            Some(plan) => (self.snippet_generators(plan)?, Spotter::new(plan)),
+            None => (Vec::new(), Spotter::default()),
         };
         Ok(ranked
             .into_iter()
             .map(|(position, score)| {
                 let entry = &self.kb.entries()[position];
-                let (snippet, snippet_html) = snippet(&generators, entry);
+                let (snippet, snippet_html) = snippet(&generators, &spotter, entry);
                 Hit {
                     slug: entry.slug.clone(),
                     score,
@@ -196,9 +213,16 @@ impl SearchIndex {
         Analysed::new(&self.index, text)
     }
 
-    /// Forgets the cached term scores; later queries read the index again. Results do
+    /// Forgets the cached search answers only (term scores stay): the next search does
+    /// all its work, as a query nobody asked before would.
+    pub fn forget_answers(&self) {
+        self.answers.clear();
+    }
+
+    /// Forgets the cached answers and term scores; later queries read the index again. Results do
     /// not change: this exists to measure the cost of a cold cache.
     pub fn clear_cache(&self) {
+        self.answers.clear();
         self.scorer.clear_cache();
         self.describing.clear_cache();
         self.quoting.clear_cache();
@@ -495,10 +519,69 @@ fn document(
     doc
 }
 
+/// Where a query's terms may sit in a text, found without analysing it: the analysed
+/// terms (lowercase words and stems, Chinese words and grams) nearly always occur
+/// verbatim in the text they came from. Snippets then analyse a window around the
+/// densest spot instead of a whole body, which would cost a millisecond per hit.
+#[derive(Default)]
+struct Spotter {
+    terms: Option<AhoCorasick>,
+}
+
+impl Spotter {
+    fn new(plan: &QueryPlan) -> Spotter {
+        let terms: BTreeSet<&str> = [FieldKind::Words, FieldKind::Ident, FieldKind::Gram]
+            .into_iter()
+            .flat_map(|kind| plan.highlight_terms(kind))
+            .filter(|t| t.len() >= 2)
+            .collect();
+        let terms = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(terms)
+            .ok();
+        Spotter { terms }
+    }
+
+    /// The part of `text` worth analysing for a snippet; `None` when no term occurs.
+    fn window<'a>(&self, text: &'a str) -> Option<&'a str> {
+        if text.len() <= 4 * SNIPPET_CHARS {
+            return Some(text);
+        }
+        let starts: Vec<usize> = self
+            .terms
+            .as_ref()?
+            .find_iter(text)
+            .take(64)
+            .map(|m| m.start())
+            .collect();
+        // The spot with the most hits within two snippets' length after it.
+        let span = 2 * SNIPPET_CHARS;
+        let mut best = (0, *starts.first()?);
+        let mut first = 0;
+        for (last, &at) in starts.iter().enumerate() {
+            while starts[first] + span < at {
+                first += 1;
+            }
+            if last + 1 - first > best.0 {
+                best = (last + 1 - first, starts[first]);
+            }
+        }
+        let mut start = best.1.saturating_sub(SNIPPET_CHARS / 2);
+        while !text.is_char_boundary(start) {
+            start -= 1;
+        }
+        let mut end = (best.1 + span + SNIPPET_CHARS).min(text.len());
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        Some(&text[start..end])
+    }
+}
+
 /// The best excerpt for this query: the body first, then the summaries and symptoms
 /// (where Chinese phrasing lives); within each, exact words before identifier parts
 /// before Chinese grams. The summary when nothing matched. Returns (plain text, HTML).
-fn snippet(generators: &[SnippetGenerator], entry: &Entry) -> (String, String) {
+fn snippet(generators: &[SnippetGenerator], spotter: &Spotter, entry: &Entry) -> (String, String) {
     let extra = format!(
         "{} {} {}",
         entry.summary,
@@ -506,6 +589,9 @@ fn snippet(generators: &[SnippetGenerator], entry: &Entry) -> (String, String) {
         entry.symptoms.join(" · ")
     );
     for text in [entry.text.as_str(), extra.as_str()] {
+        let Some(text) = spotter.window(text) else {
+            continue;
+        };
         for generator in generators {
             let mut snippet = generator.snippet(text);
             if !snippet.highlighted().is_empty() {
@@ -535,4 +621,42 @@ fn escape_html(text: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spotter(terms: &[&str]) -> Spotter {
+        Spotter {
+            terms: AhoCorasick::builder()
+                .ascii_case_insensitive(true)
+                .build(terms)
+                .ok(),
+        }
+    }
+
+    #[test]
+    fn snippets_analyse_a_window_around_the_densest_spot() {
+        let filler = "显存 filler words that say nothing. ".repeat(200);
+        let body = format!(
+            "{filler}first Watchdog here. {filler}watchdog timeout, watchdog again. {filler}"
+        );
+        let window = spotter(&["watchdog", "timeout"]).window(&body).unwrap();
+        assert!(window.len() < 6 * SNIPPET_CHARS, "{} bytes", window.len());
+        assert!(
+            window.contains("watchdog timeout, watchdog again"),
+            "the dense spot wins: {window}"
+        );
+        assert!(
+            spotter(&["absent"]).window(&body).is_none(),
+            "no term, no window"
+        );
+        let short = "a short summary";
+        assert_eq!(
+            spotter(&["absent"]).window(short),
+            Some(short),
+            "short texts are analysed whole"
+        );
+    }
 }

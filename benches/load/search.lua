@@ -1,0 +1,22 @@
+-- GET /api/v1/search with a different query each request (queries.txt, URL-encoded
+-- by load.sh into queries.enc). With UNIQUE=1 every request also carries a number no
+-- entry holds, so no two requests are the same and no answer comes from the cache.
+local queries = {}
+for line in io.lines(os.getenv("QUERIES") or "queries.enc") do
+  queries[#queries + 1] = line
+end
+local unique = os.getenv("UNIQUE") == "1"
+local i = 0
+local thread_id = 0
+setup = function(thread)
+  thread:set("thread_id", thread_id)
+  thread_id = thread_id + 1
+end
+request = function()
+  i = i + 1
+  local q = queries[(i % #queries) + 1]
+  if unique then
+    q = q .. "+n" .. thread_id .. "x" .. i
+  end
+  return wrk.format("GET", "/api/v1/search?q=" .. q)
+end

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# HTTP load on the release binary, server and load generator on this machine.
+#
+#   scripts/load.sh [--kb DIR] [--duration 10s] [--connections 32] [--paste FILE]
+#
+# Starts `errbook serve`, records start-to-ready time and idle memory, then runs wrk
+# (2 threads) against: search (a different query each request), diagnose (one real
+# 4 KB paste as JSON) and portal pages; prints a Markdown table: requests/s, latency
+# percentiles, errors, and resident memory after the runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+kb=kb
+duration=10s
+connections=32
+paste=tests/browser/nccl-watchdog-timeout.log
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --kb) kb=$2; shift 2 ;;
+        --duration) duration=$2; shift 2 ;;
+        --connections) connections=$2; shift 2 ;;
+        --paste) paste=$2; shift 2 ;;
+        *) echo "unknown option $1" >&2; exit 2 ;;
+    esac
+done
+
+if ! command -v wrk >/dev/null 2>&1; then
+    echo "wrk is not installed (Debian: apt-get install wrk)" >&2
+    exit 1
+fi
+
+cargo build --release --quiet
+work=$(mktemp -d)
+trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
+
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+NO_COLOR=1 RUST_LOG=errbook=info ./target/release/errbook serve --kb "$kb" --addr "127.0.0.1:$port" \
+    >"$work/server.log" 2>&1 &
+server=$!
+for _ in $(seq 1 6000); do
+    grep -q "listening on" "$work/server.log" && break
+    kill -0 "$server" 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
+    sleep 0.05
+done
+ready_ms=$(grep -o 'ready_ms=[0-9]*' "$work/server.log" | cut -d= -f2)
+entries=$(grep -o 'entries=[0-9]*' "$work/server.log" | cut -d= -f2)
+sleep 1
+rss() { awk '/VmRSS/ { printf "%.1f MB", $2 / 1024 }' "/proc/$server/status"; }
+idle=$(rss)
+
+python3 - "$work" "$paste" <<'PY'
+import json, sys, urllib.parse
+work, paste = sys.argv[1], sys.argv[2]
+with open("benches/load/queries.txt", encoding="utf-8") as f, open(f"{work}/queries.enc", "w") as out:
+    for line in f:
+        if line.strip():
+            out.write(urllib.parse.quote(line.strip()) + "\n")
+with open(paste, encoding="utf-8") as f, open(f"{work}/paste.json", "w") as out:
+    json.dump({"text": f.read()}, out)
+PY
+paste_bytes=$(wc -c <"$paste")
+url="http://127.0.0.1:$port"
+entry=$(basename "$(find "$kb" -name '*.md' ! -name README.md -print -quit)" .md)
+export QUERIES="$work/queries.enc" PASTE_JSON="$work/paste.json" ENTRY="$entry"
+
+run() { # name script
+    local out="$work/${UNIQUE:-0}-$(basename "$2").txt"
+    wrk -t2 -c"$connections" -d2s -s "$2" "$url" >/dev/null # warm-up
+    wrk -t2 -c"$connections" -d"$duration" --latency -s "$2" "$url" >"$out"
+    awk -v name="$1" '
+        /Requests\/sec/ { rps = $2 }
+        /^ +50%/ { p50 = $2 } /^ +90%/ { p90 = $2 } /^ +99%/ { p99 = $2 }
+        /Non-2xx/ { bad += $NF }
+        /Socket errors/ { gsub(/[^0-9 ]/, " "); split($0, n, " "); bad += n[1] + n[2] + n[3] + n[4] }
+        END { printf "| %s | %s | %s | %s | %s | %d |\n", name, rps, p50, p90, p99, bad }
+    ' "$out"
+}
+
+echo "errbook: $entries entries from $kb, ready in ${ready_ms} ms, idle RSS $idle"
+echo "wrk: 2 threads, $connections connections, $duration per route; diagnose paste $paste_bytes bytes"
+echo
+echo "| route | requests/s | p50 | p90 | p99 | errors |"
+echo "|---|---|---|---|---|---|"
+run "GET /api/v1/search (32 queries, repeated)" benches/load/search.lua
+UNIQUE=1 run "GET /api/v1/search (every query new)" benches/load/search.lua
+run "POST /api/v1/diagnose" benches/load/diagnose.lua
+run "GET pages (home, entry, search, entry JSON)" benches/load/page.lua
+echo
+echo "RSS after the runs: $(rss)"

@@ -229,6 +229,18 @@ fn error_strings_land_on_their_entries() {
 }
 
 #[test]
+fn every_example_holds_its_own_signatures_only_and_every_regex_compiles() {
+    let kb = Kb::load(&kb_dir()).unwrap();
+    let problems: Vec<String> = kb
+        .example_problems()
+        .into_iter()
+        .chain(kb.compile_regexes())
+        .map(|p| p.to_string())
+        .collect();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
 fn every_example_diagnoses_to_its_own_entry() {
     let diagnoser = errbook::diagnose::Diagnoser::new(Arc::new(
         SearchIndex::build(Arc::new(Kb::load(&kb_dir()).unwrap())).unwrap(),

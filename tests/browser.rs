@@ -621,25 +621,13 @@ async fn the_keyboard_alone_gets_an_answer() {
             "return document.activeElement.id === 'paste-text'",
         )
         .await;
-        b.active()
-            .await
-            .send_keys(WATCHDOG_TIMEOUT_LOG)
-            .await
-            .unwrap();
-        b.active()
-            .await
-            .send_keys(&fantoccini::key::Key::Tab)
-            .await
-            .unwrap();
+        b.press(WATCHDOG_TIMEOUT_LOG).await;
+        b.press(&fantoccini::key::Key::Tab).await;
         assert_eq!(
             b.active().await.attr("id").await.unwrap().as_deref(),
             Some("paste-submit")
         );
-        b.active()
-            .await
-            .send_keys(&fantoccini::key::Key::Enter)
-            .await
-            .unwrap();
+        b.press(&fantoccini::key::Key::Enter).await;
         b.wait_for_path("the answer page", |p| p == "/diagnose")
             .await;
         assert_top_answer_is_watchdog_timeout(&b).await;
@@ -655,11 +643,7 @@ async fn the_keyboard_alone_gets_an_answer() {
             b.active().await.attr("class").await.unwrap().as_deref(),
             Some("skip")
         );
-        b.active()
-            .await
-            .send_keys(&fantoccini::key::Key::Enter)
-            .await
-            .unwrap();
+        b.press(&fantoccini::key::Key::Enter).await;
         b.wait_for_js(
             "the focus in main",
             "return document.activeElement.id === 'main'",
@@ -673,16 +657,8 @@ async fn the_keyboard_alone_gets_an_answer() {
             "return document.activeElement.id === 'site-q'",
         )
         .await;
-        b.active()
-            .await
-            .send_keys("ncclInvalidUsage")
-            .await
-            .unwrap();
-        b.active()
-            .await
-            .send_keys(&fantoccini::key::Key::Enter)
-            .await
-            .unwrap();
+        b.press("ncclInvalidUsage").await;
+        b.press(&fantoccini::key::Key::Enter).await;
         b.wait_for_path("the search results", |p| p == "/search")
             .await;
         b.wait_for("ol.results li.result h2 a").await;

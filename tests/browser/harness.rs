@@ -246,6 +246,16 @@ impl Browser {
     }
 
     /// Every element matching `css` (possibly none).
+    /// Types `keys` (text, or `fantoccini::key::Key`s) into the element that has the
+    /// keyboard focus.
+    pub async fn press(&self, keys: &str) {
+        self.active()
+            .await
+            .send_keys(keys)
+            .await
+            .unwrap_or_else(|e| panic!("typing {keys:?}: {e}"));
+    }
+
     /// The element that has the keyboard focus.
     pub async fn active(&self) -> Element {
         self.client

@@ -55,6 +55,16 @@ async fn assert_top_answer_is_watchdog_timeout(b: &Browser) {
     assert_eq!(title, kb_title("nccl-watchdog-timeout", "title"));
 }
 
+/// Pastes the watchdog log into the home page's box and submits it with the button;
+/// returns on the answer page.
+async fn diagnose_from_home(b: &Browser) {
+    b.goto("/").await;
+    paste_into(b, "textarea#paste-text", WATCHDOG_TIMEOUT_LOG).await;
+    b.find("button#paste-submit").await.click().await.unwrap();
+    b.wait_for_path("the answer page", |p| p == "/diagnose")
+        .await;
+}
+
 /// Puts `text` on a fake clipboard and pastes it into the element matching `css`, the way
 /// the browser does for Ctrl+V: a `paste` event carrying the text, then (unless a handler
 /// cancelled it) the text inserted at the cursor.
@@ -304,11 +314,7 @@ async fn follow_a_related_link() {
 #[tokio::test]
 async fn share_link_reproduces_the_answer() {
     with_browser(Lang::English, |b| async move {
-        b.goto("/").await;
-        paste_into(&b, "textarea#paste-text", WATCHDOG_TIMEOUT_LOG).await;
-        b.find("button#paste-submit").await.click().await.unwrap();
-        b.wait_for_path("the answer page", |p| p == "/diagnose")
-            .await;
+        diagnose_from_home(&b).await;
         assert_top_answer_is_watchdog_timeout(&b).await;
         let answer = b.attr("#verdict h1 a", "href").await;
 
@@ -569,11 +575,7 @@ async fn color_scheme(b: &Browser, scheme: &str) {
 #[tokio::test]
 async fn pages_are_readable_and_labelled_in_light_and_dark() {
     with_browser(Lang::English, |b| async move {
-        b.goto("/").await;
-        paste_into(&b, "textarea#paste-text", WATCHDOG_TIMEOUT_LOG).await;
-        b.find("button#paste-submit").await.click().await.unwrap();
-        b.wait_for_path("the answer page", |p| p == "/diagnose")
-            .await;
+        diagnose_from_home(&b).await;
         let answer = b.location().await;
         let pages = [
             "/".to_string(),

@@ -77,7 +77,8 @@ struct RegexSignature {
 pub struct SignatureSet {
     automaton: Option<AhoCorasick>,
     patterns: Vec<Pattern>,
-    /// The bytes of each pattern, as written.
+    /// What a hit on each pattern is checked against, as written: a literal signature
+    /// whole (the automaton only holds its first `MAX_NEEDLE` bytes).
     needles: Vec<Vec<u8>>,
     regexes: Vec<RegexSignature>,
     /// The regexes with no usable literal, which run on every text.

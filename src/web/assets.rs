@@ -27,6 +27,8 @@ struct Fingerprints {
     urls: HashMap<String, String>,
     /// `style.0123456789ab.css` -> `style.css`
     files: HashMap<String, String>,
+    /// `style.css` -> `"0123456789ab"`
+    etags: HashMap<String, HeaderValue>,
 }
 
 fn fingerprints() -> &'static Fingerprints {
@@ -34,6 +36,7 @@ fn fingerprints() -> &'static Fingerprints {
     TABLE.get_or_init(|| {
         let mut urls = HashMap::new();
         let mut files = HashMap::new();
+        let mut etags = HashMap::new();
         for name in Assets::iter() {
             let Some(file) = Assets::get(&name) else {
                 continue;
@@ -45,8 +48,11 @@ fn fingerprints() -> &'static Fingerprints {
             };
             urls.insert(name.to_string(), format!("/static/{fingerprinted}"));
             files.insert(fingerprinted, name.to_string());
+            if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", &hash[..HASH_LEN])) {
+                etags.insert(name.to_string(), etag);
+            }
         }
-        Fingerprints { urls, files }
+        Fingerprints { urls, files, etags }
     })
 }
 
@@ -64,19 +70,20 @@ pub fn url(name: &str) -> String {
 }
 
 pub async fn serve(Path(path): Path<String>, headers: HeaderMap) -> Result<Response, AppError> {
-    let (name, immutable) = match fingerprints().files.get(&path) {
+    let table = fingerprints();
+    let (name, immutable) = match table.files.get(&path) {
         Some(name) => (name.as_str(), true),
         None => (path.as_str(), false),
     };
-    let file =
-        Assets::get(name).ok_or_else(|| AppError::NotFound(format!("no static file `{path}`")))?;
-    let etag = format!("\"{}\"", &hex(&file.metadata.sha256_hash())[..HASH_LEN]);
+    let (Some(file), Some(etag)) = (Assets::get(name), table.etags.get(name)) else {
+        return Err(AppError::NotFound(format!("no static file `{path}`")));
+    };
     let cache = if immutable {
         "public, max-age=31536000, immutable"
     } else {
         "no-cache"
     };
-    let mut response = if if_none_match(&headers, &etag) {
+    let mut response = if if_none_match(&headers, etag) {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
         let mut response = file.data.into_owned().into_response();
@@ -87,14 +94,13 @@ pub async fn serve(Path(path): Path<String>, headers: HeaderMap) -> Result<Respo
     };
     let out = response.headers_mut();
     out.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
-    if let Ok(value) = HeaderValue::from_str(&etag) {
-        out.insert(header::ETAG, value);
-    }
+    out.insert(header::ETAG, etag.clone());
     Ok(response)
 }
 
 /// Whether the browser's cached copy (`If-None-Match`) is this version.
-fn if_none_match(headers: &HeaderMap, etag: &str) -> bool {
+fn if_none_match(headers: &HeaderMap, etag: &HeaderValue) -> bool {
+    let etag = etag.to_str().unwrap_or_default();
     headers
         .get_all(header::IF_NONE_MATCH)
         .iter()

@@ -2,10 +2,11 @@
 //! `application/problem+json` (RFC 9457) for the API. Internal details are logged, not shown.
 
 use axum::Json;
+use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::i18n::Lang;
@@ -56,23 +57,34 @@ impl AppError {
     }
 }
 
-/// Portal pages render errors as HTML. Rendered here in English; [`error_bodies`], which
-/// knows the reader's language, renders it again in theirs.
+/// Portal pages render errors as HTML, in the reader's language, which only
+/// [`error_bodies`] knows: here the response carries the message, and the middleware
+/// renders the page once. (Outside `app()`, the message is the plain-text body.)
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
-        page_error(Lang::En, self.status(), self.public_detail())
+        let detail = self.public_detail();
+        let mut response = (self.status(), detail.clone()).into_response();
+        response.extensions_mut().insert(PageError(detail));
+        response
     }
 }
 
-/// The message of an HTML error page, kept on the response for re-rendering.
+/// The message of an HTML error page still to be rendered.
 #[derive(Clone)]
 struct PageError(String);
 
-fn page_error(lang: Lang, status: StatusCode, detail: String) -> Response {
-    let body = ErrorPage::new(lang, status, detail.clone()).render_or_plain();
-    let mut response = (status, Html(body)).into_response();
-    response.extensions_mut().insert(PageError(detail));
-    response
+/// `response` with its body replaced by the error page for `detail`; status and
+/// headers (`Allow`, `Vary`) kept.
+fn page_error(lang: Lang, response: Response, detail: String) -> Response {
+    let (mut parts, _) = response.into_parts();
+    let html = ErrorPage::new(lang, parts.status, detail).render_or_plain();
+    // The old body's length no longer holds.
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    Response::from_parts(parts, Body::from(html))
 }
 
 /// An error from a `/api/v1` route, rendered as problem+json.
@@ -124,20 +136,16 @@ pub async fn error_bodies(request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let api = path.starts_with("/api/") || path == "/mcp";
     let method = request.method().clone();
-    let lang = Lang::of_request(request.headers());
+    // Only pages speak the reader's language; API errors are problem documents.
+    let lang = if api {
+        Lang::En
+    } else {
+        Lang::of_request(request.headers())
+    };
     let response = next.run(request).await;
     let status = response.status();
-    if let Some(PageError(detail)) = response.extensions().get::<PageError>() {
-        if api || lang == Lang::En {
-            return response;
-        }
-        let mut page = page_error(lang, status, detail.clone());
-        for name in [header::ALLOW, header::VARY] {
-            if let Some(value) = response.headers().get(&name) {
-                page.headers_mut().insert(name, value.clone());
-            }
-        }
-        return page;
+    if let Some(PageError(detail)) = response.extensions().get::<PageError>().cloned() {
+        return page_error(lang, response, detail);
     }
     let typed = response
         .headers()
@@ -172,7 +180,7 @@ pub async fn error_bodies(request: Request, next: Next) -> Response {
     let mut out = if api {
         ApiError(error).into_response()
     } else {
-        page_error(lang, error.status(), error.public_detail())
+        page_error(lang, error.status().into_response(), error.public_detail())
     };
     if let Some(allow) = allow {
         out.headers_mut().insert(header::ALLOW, allow);

@@ -58,29 +58,22 @@ impl Ui {
         )
     }
 
+    /// Of an English and a Chinese text, the one in the interface language.
+    fn pick<'a>(&self, en: &'a str, zh: &'a str) -> &'a str {
+        if self.lang.is_zh() { zh } else { en }
+    }
+
     /// An entry's title and summary in the interface language first.
     pub fn title<'a>(&self, entry: &'a Entry) -> &'a str {
-        if self.lang.is_zh() {
-            &entry.title_zh
-        } else {
-            &entry.title
-        }
+        self.pick(&entry.title, &entry.title_zh)
     }
 
     pub fn other_title<'a>(&self, entry: &'a Entry) -> &'a str {
-        if self.lang.is_zh() {
-            &entry.title
-        } else {
-            &entry.title_zh
-        }
+        self.pick(&entry.title_zh, &entry.title)
     }
 
     pub fn summary<'a>(&self, entry: &'a Entry) -> &'a str {
-        if self.lang.is_zh() {
-            &entry.summary_zh
-        } else {
-            &entry.summary
-        }
+        self.pick(&entry.summary, &entry.summary_zh)
     }
 
     /// The `lang` attribute of text in the other language.
@@ -203,8 +196,8 @@ pub async fn search(
 ) -> PageResult {
     let Query(params) = params.map_err(|e| AppError::BadRequest(e.body_text()))?;
     if share::looks_like_paste(&params.q) {
-        let packed = share::encode(&share::unflatten(&params.q));
-        return Ok(Redirect::to(&format!("/diagnose?p={packed}")).into_response());
+        let link = share::path(&share::unflatten(&params.q));
+        return Ok(Redirect::to(&link).into_response());
     }
     let query = SearchQuery::new(&params.q, params.tag.as_deref(), PAGE_HITS);
     let hits = state.index.search(&query)?;

@@ -19,6 +19,8 @@ use crate::diagnose::{Diagnosis, Paste, looks_like_error};
 /// Longest encoded paste a link carries (about 4 KB of typical log text fits whole
 /// in a tenth of this).
 pub const MAX_LINK_CHARS: usize = 12_000;
+/// What every link's path starts with.
+const PREFIX: &str = "/diagnose?p=";
 /// Largest paste a link may unpack to: the same bound as a posted paste.
 const MAX_UNPACKED: usize = super::MAX_BODY_BYTES;
 /// Lines of context kept around each line the answer rests on.
@@ -30,6 +32,11 @@ pub struct Link {
     pub path: String,
     /// Lines kept and lines in the paste, when the link holds only part of it.
     pub condensed: Option<(usize, usize)>,
+}
+
+/// The share link's path for `text`, whole.
+pub fn path(text: &str) -> String {
+    format!("{PREFIX}{}", encode(text))
 }
 
 pub fn encode(text: &str) -> String {
@@ -65,10 +72,10 @@ pub fn decode(packed: &str) -> Result<String, String> {
 
 /// The share link for `text`, whose diagnosis is `diagnosis`.
 pub fn link(text: &str, diagnosis: &Diagnosis) -> Link {
-    let packed = encode(text);
-    if packed.len() <= MAX_LINK_CHARS {
+    let whole = path(text);
+    if whole.len() <= PREFIX.len() + MAX_LINK_CHARS {
         return Link {
-            path: format!("/diagnose?p={packed}"),
+            path: whole,
             condensed: None,
         };
     }
@@ -77,10 +84,10 @@ pub fn link(text: &str, diagnosis: &Diagnosis) -> Link {
     let mut budget = MAX_LINK_CHARS * 2;
     loop {
         let (kept, lines) = condense(&paste, diagnosis, budget);
-        let packed = encode(&kept);
-        if packed.len() <= MAX_LINK_CHARS || budget < 256 {
+        let short = path(&kept);
+        if short.len() <= PREFIX.len() + MAX_LINK_CHARS || budget < 256 {
             return Link {
-                path: format!("/diagnose?p={packed}"),
+                path: short,
                 condensed: Some((lines, total)),
             };
         }

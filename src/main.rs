@@ -306,6 +306,10 @@ fn serve(dir: &Path, addr: SocketAddr, public_url: Option<&str>) -> anyhow::Resu
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "kb loaded");
     let index = SearchIndex::build(Arc::new(kb)).context("building the search index")?;
     release_free_memory();
+    tracing::debug!(
+        ms = started.elapsed().as_millis() as u64,
+        "free memory released"
+    );
     let mut state = AppState::new(index);
     if let Some(base) = public_url {
         state = match state.with_public_url(base) {

@@ -29,12 +29,22 @@ pub struct Entry {
     pub sources: Vec<String>,
     /// The Markdown body as written.
     pub markdown: String,
-    /// The body rendered to sanitised HTML.
-    pub html: String,
+    /// The body rendered to sanitised HTML, on first use (see `html`).
+    pub(super) html: OnceLock<String>,
     /// The body as plain text, for indexing and snippets.
     pub text: String,
     /// Where the entry was loaded from.
     pub path: PathBuf,
+}
+
+impl Entry {
+    /// The body rendered to sanitised HTML. Rendering (Markdown, then the sanitiser)
+    /// is most of the cost of loading an entry, and most entries are never opened, so
+    /// it happens the first time a page needs it.
+    pub fn html(&self) -> &str {
+        self.html
+            .get_or_init(|| markdown::render_markdown(&self.markdown))
+    }
 }
 
 /// An error fragment that identifies the entry's problem in a paste.
@@ -319,7 +329,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
             related,
             sources: fm.sources,
             markdown: body.trim().to_string(),
-            html: markdown::render_markdown(body),
+            html: OnceLock::new(),
             text: markdown::plain_text(body),
             path: path.to_path_buf(),
         },

@@ -390,7 +390,7 @@ mod tests {
             related: vec![],
             sources: vec![],
             markdown: String::new(),
-            html: String::new(),
+            html: Default::default(),
             text: String::new(),
             path: Default::default(),
         }

@@ -7,15 +7,16 @@ mod phrases;
 mod schema;
 mod scoring;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use aho_corasick::AhoCorasick;
 use tantivy::query::Bm25StatisticsProvider;
-use tantivy::schema::Field;
+use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::snippet::SnippetGenerator;
-use tantivy::tokenizer::{PreTokenizedString, TextAnalyzer, TokenStream};
-use tantivy::{Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term};
+use tantivy::{
+    DocSet, Index, IndexReader, ReloadPolicy, Searcher, TERMINATED, TantivyDocument, Term,
+};
 
 use crate::kb::{Entry, Kb};
 use phrases::{Passages, PhraseIndex};
@@ -73,8 +74,8 @@ pub struct SearchIndex {
     kb: Arc<Kb>,
     index: Index,
     scorer: Scorer,
-    /// The catch-all fields, which snippets are cut from.
-    all: PartFields,
+    /// The body's fields, named by snippet generators (which are given the text).
+    body: PartFields,
     /// The entry (position in `kb.entries()`) of each document ordinal.
     entry_of: Vec<usize>,
     /// The document ordinal of each entry.
@@ -116,47 +117,42 @@ impl std::fmt::Debug for SearchIndex {
 }
 
 impl SearchIndex {
-    /// Indexes every entry of `kb` in RAM.
+    /// Indexes every entry of `kb` in RAM: the main index and the two phrase indexes
+    /// are built at the same time, on all cores.
     pub fn build(kb: Arc<Kb>) -> Result<SearchIndex, SearchError> {
         let t0 = std::time::Instant::now();
-        analysis::warm_up();
-        tracing::debug!(ms = t0.elapsed().as_millis() as u64, "jieba loaded");
-        let fields = Fields::new();
-        let index = Index::create_in_ram(fields.schema.clone());
-        register_analyzers(&index);
-
-        let mut writer = index.writer_with_num_threads::<TantivyDocument>(1, 50_000_000)?;
-        let mut analyzers = Analyzers::new();
-        for (position, entry) in kb.entries().iter().enumerate() {
-            writer.add_document(document(&fields, &mut analyzers, position, entry))?;
-        }
-        writer.commit()?;
-        let searcher = searcher(&index)?;
-        let entry_of = entries_by_ordinal(&searcher)?;
+        let (main, quoting, describing) = std::thread::scope(|scope| {
+            let quoting = scope.spawn(|| PhraseIndex::build(&kb, Passages::Quoting));
+            let describing = scope.spawn(|| PhraseIndex::build(&kb, Passages::Describing));
+            let main = MainIndex::build(&kb);
+            tracing::debug!(ms = t0.elapsed().as_millis() as u64, "main index built");
+            let join = |handle: std::thread::ScopedJoinHandle<'_, _>| {
+                handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            };
+            (main, join(quoting), join(describing))
+        });
+        let (main, quoting) = (main?, quoting?);
+        let describing = describing?.on_background(&quoting);
+        tracing::debug!(ms = t0.elapsed().as_millis() as u64, "phrase indexes built");
+        let MainIndex {
+            index,
+            scorer,
+            body,
+            entry_of,
+        } = main;
         let mut ordinal_of = vec![0; kb.len()];
         for (ordinal, &entry) in entry_of.iter().enumerate() {
             if let Some(slot) = ordinal_of.get_mut(entry) {
                 *slot = ordinal as u32;
             }
         }
-        let parts = fields
-            .parts()
-            .map(|(part, fields)| (part.boost(), fields))
-            .collect();
-        let stats = GlobalStats {
-            searcher: searcher.clone(),
-            fields: fields.clone(),
-        };
-        let scorer = Scorer::new(searcher, Box::new(stats), parts);
-        tracing::debug!(ms = t0.elapsed().as_millis() as u64, "main index built");
-        let quoting = PhraseIndex::build(&kb, Passages::Quoting, None)?;
-        let describing = PhraseIndex::build(&kb, Passages::Describing, Some(&quoting))?;
-        tracing::debug!(ms = t0.elapsed().as_millis() as u64, "phrase indexes built");
         Ok(SearchIndex {
             kb,
             index,
             scorer,
-            all: fields.all,
+            body,
             entry_of,
             ordinal_of,
             describing,
@@ -367,12 +363,12 @@ impl SearchIndex {
     /// One snippet generator per analyzer, highlighting the query's terms from every
     /// part (a Chinese term found in a symptom is highlighted wherever it is quoted).
     fn snippet_generators(&self, plan: &QueryPlan) -> Result<Vec<SnippetGenerator>, SearchError> {
-        let all = self.all;
+        let body = self.body;
         let mut generators = Vec::with_capacity(3);
         for (kind, field, analyzer) in [
-            (FieldKind::Words, all.words, analysis::WORDS),
-            (FieldKind::Ident, all.ident, analysis::IDENT),
-            (FieldKind::Gram, all.gram, analysis::GRAM),
+            (FieldKind::Words, body.words, analysis::WORDS),
+            (FieldKind::Ident, body.ident, analysis::IDENT),
+            (FieldKind::Gram, body.gram, analysis::GRAM),
         ] {
             let mut terms = BTreeMap::new();
             for text in plan.highlight_terms(kind) {
@@ -393,6 +389,55 @@ impl SearchIndex {
         }
         Ok(generators)
     }
+}
+
+/// The index of whole entries, one document each, before it joins the phrase indexes.
+struct MainIndex {
+    index: Index,
+    scorer: Scorer,
+    body: PartFields,
+    entry_of: Vec<usize>,
+}
+
+impl MainIndex {
+    fn build(kb: &Kb) -> Result<MainIndex, SearchError> {
+        let t0 = std::time::Instant::now();
+        analysis::warm_up();
+        tracing::debug!(ms = t0.elapsed().as_millis() as u64, "jieba loaded");
+        let fields = Fields::new();
+        let index = Index::create_in_ram(fields.schema.clone());
+        register_analyzers(&index);
+        let threads = indexing_threads();
+        let mut writer =
+            index.writer_with_num_threads::<TantivyDocument>(threads, threads * 40_000_000)?;
+        for (position, entry) in kb.entries().iter().enumerate() {
+            writer.add_document(document(&fields, position, entry))?;
+        }
+        writer.commit()?;
+        let searcher = searcher(&index)?;
+        let entry_of = entries_by_ordinal(&searcher)?;
+        let parts = fields
+            .parts()
+            .map(|(part, fields)| (part.boost(), fields))
+            .collect();
+        let body = fields
+            .parts()
+            .find_map(|(part, f)| (part == Part::Body).then_some(f))
+            .expect("the schema has a body");
+        let stats = GlobalStats::new(searcher.clone(), fields);
+        Ok(MainIndex {
+            index,
+            scorer: Scorer::new(searcher, Box::new(stats), parts),
+            body,
+            entry_of,
+        })
+    }
+}
+
+/// Indexing threads: one per core, up to four (each writes its own segment, and
+/// scoring reads every segment).
+fn indexing_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
 }
 
 /// A searcher over an index that no longer changes.
@@ -429,6 +474,48 @@ fn register_analyzers(index: &Index) {
 struct GlobalStats {
     searcher: Searcher,
     fields: Fields,
+    /// Entries holding each term looked up so far (bounded by `DOC_FREQS`).
+    doc_freqs: RwLock<HashMap<Term, u64>>,
+}
+
+/// Most document frequencies remembered: queries bring endless new words.
+const DOC_FREQS: usize = 1 << 16;
+
+impl GlobalStats {
+    fn new(searcher: Searcher, fields: Fields) -> GlobalStats {
+        GlobalStats {
+            searcher,
+            fields,
+            doc_freqs: RwLock::default(),
+        }
+    }
+
+    /// In how many documents `text` occurs in any of `fields`: the union of their
+    /// postings.
+    fn union_doc_freq(&self, fields: &[Field], text: &str) -> tantivy::Result<u64> {
+        let mut held = 0u64;
+        for segment in self.searcher.segment_readers() {
+            let mut seen = vec![0u64; (segment.max_doc() as usize).div_ceil(64)];
+            for &field in fields {
+                let term = Term::from_field_text(field, text);
+                let inverted = segment.inverted_index(field)?;
+                let Some(mut postings) = inverted.read_postings(&term, IndexRecordOption::Basic)?
+                else {
+                    continue;
+                };
+                let mut doc = postings.doc();
+                while doc != TERMINATED {
+                    let (word, bit) = (doc as usize / 64, 1u64 << (doc % 64));
+                    if seen[word] & bit == 0 {
+                        seen[word] |= bit;
+                        held += 1;
+                    }
+                    doc = postings.advance();
+                }
+            }
+        }
+        Ok(held)
+    }
 }
 
 impl Bm25StatisticsProvider for GlobalStats {
@@ -441,51 +528,32 @@ impl Bm25StatisticsProvider for GlobalStats {
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        let all = self.fields.all_for(term.field());
-        match term.value().as_str() {
-            Some(text) if all != term.field() => {
-                self.searcher.doc_freq(&Term::from_field_text(all, text))
-            }
-            _ => self.searcher.doc_freq(term),
+        let value = term.value();
+        let (Some(fields), Some(text)) = (self.fields.same_kind(term.field()), value.as_str())
+        else {
+            return self.searcher.doc_freq(term);
+        };
+        let known = self
+            .doc_freqs
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(&held) = known.get(term) {
+            return Ok(held);
         }
-    }
-}
-
-/// The three analyzers, built once for indexing.
-struct Analyzers {
-    words: TextAnalyzer,
-    ident: TextAnalyzer,
-    gram: TextAnalyzer,
-}
-
-impl Analyzers {
-    fn new() -> Self {
-        Analyzers {
-            words: analysis::words_analyzer(),
-            ident: analysis::ident_analyzer(),
-            gram: analysis::gram_analyzer(),
+        drop(known);
+        let held = self.union_doc_freq(&fields, text)?;
+        let mut known = self
+            .doc_freqs
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if known.len() < DOC_FREQS {
+            known.insert(term.clone(), held);
         }
+        Ok(held)
     }
 }
 
-/// `text` analysed once, ready to be added to several fields.
-fn pre_tokenized(analyzer: &mut TextAnalyzer, text: &str) -> PreTokenizedString {
-    let mut tokens = Vec::new();
-    analyzer
-        .token_stream(text)
-        .process(&mut |t| tokens.push(t.clone()));
-    PreTokenizedString {
-        text: text.to_string(),
-        tokens,
-    }
-}
-
-fn document(
-    fields: &Fields,
-    analyzers: &mut Analyzers,
-    position: usize,
-    entry: &Entry,
-) -> TantivyDocument {
+fn document(fields: &Fields, position: usize, entry: &Entry) -> TantivyDocument {
     let mut doc = TantivyDocument::default();
     doc.add_u64(fields.entry, position as u64);
     for (part, f) in fields.parts() {
@@ -502,18 +570,12 @@ fn document(
             Part::Body => vec![entry.text.clone()],
             Part::Examples => entry.examples.clone(),
         };
-        // Each text is analysed once per analyzer and indexed in its part's field and in
-        // the catch-all field.
-        for text in &texts {
-            for (analyzer, field, all) in [
-                (&mut analyzers.words, f.words, fields.all.words),
-                (&mut analyzers.ident, f.ident, fields.all.ident),
-                (&mut analyzers.gram, f.gram, fields.all.gram),
-            ] {
-                let tokens = pre_tokenized(analyzer, text);
-                doc.add_pre_tokenized_text(all, tokens.clone());
-                doc.add_pre_tokenized_text(field, tokens);
-            }
+        // Each field analyses its text with its own analyzer (see `schema`), on the
+        // indexing threads.
+        for text in texts {
+            doc.add_text(f.words, &text);
+            doc.add_text(f.ident, &text);
+            doc.add_text(f.gram, text);
         }
     }
     doc

@@ -91,25 +91,23 @@ impl Bm25StatisticsProvider for Combined {
 
 pub struct PhraseIndex {
     scorer: Scorer,
+    fields: PartFields,
     /// The entry (position in the knowledge base) of each passage, by ordinal.
     entry_of: Vec<usize>,
 }
 
 impl PhraseIndex {
-    /// Indexes the passages of every entry. Word rarity is judged over `background`'s
-    /// passages too, when given: a word that every error quote uses is common even if
-    /// few symptom phrases happen to use it.
-    pub fn build(
-        kb: &Kb,
-        passages: Passages,
-        background: Option<&PhraseIndex>,
-    ) -> Result<PhraseIndex, SearchError> {
+    /// Indexes the passages of every entry.
+    pub fn build(kb: &Kb, passages: Passages) -> Result<PhraseIndex, SearchError> {
         let mut builder = Schema::builder();
         let entry = builder.add_u64_field(ENTRY, FAST);
         let indexed = |tokenizer| indexed_text(tokenizer, IndexRecordOption::WithFreqsAndPositions);
         let mut fields = PartFields {
             words: builder.add_text_field("phrase", indexed(analysis::WORDS)),
-            ident: builder.add_text_field("phrase_ident", indexed(analysis::IDENT)),
+            ident: builder.add_text_field(
+                "phrase_ident",
+                indexed_text(analysis::IDENT, IndexRecordOption::WithFreqs),
+            ),
             gram: builder.add_text_field("phrase_gram", indexed(analysis::GRAM)),
         };
         let index = Index::create_in_ram(builder.build());
@@ -135,15 +133,26 @@ impl PhraseIndex {
         }
         let searcher = searcher(&index)?;
         let entry_of = entries_by_ordinal(&searcher)?;
-        let stats: Box<dyn Bm25StatisticsProvider + Send + Sync> = match background {
-            Some(other) => Box::new(Combined {
-                own: searcher.clone(),
-                other: other.scorer.searcher().clone(),
-            }),
-            None => Box::new(searcher.clone()),
-        };
-        let scorer = Scorer::new(searcher, stats, vec![(1.0, fields)]);
-        Ok(PhraseIndex { scorer, entry_of })
+        let scorer = Scorer::new(searcher.clone(), Box::new(searcher), vec![(1.0, fields)]);
+        Ok(PhraseIndex {
+            scorer,
+            fields,
+            entry_of,
+        })
+    }
+
+    /// The same index, judging word rarity over `background`'s passages too: a word
+    /// that every error quote uses is common even if few symptom phrases use it.
+    pub fn on_background(self, background: &PhraseIndex) -> PhraseIndex {
+        let own = self.scorer.searcher().clone();
+        let stats = Box::new(Combined {
+            own: own.clone(),
+            other: background.scorer.searcher().clone(),
+        });
+        PhraseIndex {
+            scorer: Scorer::new(own, stats, vec![(1.0, self.fields)]),
+            ..self
+        }
     }
 
     fn scores(&self, text: &Analysed) -> Result<Vec<f32>, SearchError> {

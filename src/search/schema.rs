@@ -1,10 +1,13 @@
 //! The one place that knows the index's field names: every logical field of an entry is
 //! indexed three times, once per analyzer, so queries can weigh exact words, identifier
-//! parts and Chinese character grams differently.
+//! parts and Chinese character grams differently. There is no catch-all field: in how
+//! many entries a term occurs is counted over the parts' postings (see `GlobalStats`),
+//! which halves the indexing work.
 
 use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 
 use super::analysis;
+use super::scoring::FieldKind;
 
 /// The parts of an entry that are searched, each with its weight in ranking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,14 +80,20 @@ pub struct PartFields {
     pub gram: Field,
 }
 
+impl PartFields {
+    /// Which analyzer's terms `field` holds, if it is one of these three.
+    pub fn kind_of(&self, field: Field) -> Option<FieldKind> {
+        [FieldKind::Words, FieldKind::Ident, FieldKind::Gram]
+            .into_iter()
+            .find(|kind| kind.field(self) == field)
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Fields {
     pub schema: Schema,
     /// The entry's position in the knowledge base (see `ENTRY`).
     pub entry: Field,
-    /// Every part's text once more, per analyzer, only to count in how many entries a
-    /// term occurs at all (see `GlobalStats`).
-    pub all: PartFields,
     parts: Vec<(Part, PartFields)>,
 }
 
@@ -93,19 +102,16 @@ impl Fields {
         let mut builder = Schema::builder();
         let entry = builder.add_u64_field(ENTRY, FAST);
         let text = |tokenizer| indexed_text(tokenizer, IndexRecordOption::WithFreqsAndPositions);
-        let counted = |tokenizer| indexed_text(tokenizer, IndexRecordOption::Basic);
-        let all = PartFields {
-            words: builder.add_text_field("all", counted(analysis::WORDS)),
-            ident: builder.add_text_field("all_ident", counted(analysis::IDENT)),
-            gram: builder.add_text_field("all_gram", counted(analysis::GRAM)),
-        };
+        // Identifier parts are never looked up as phrases, so they need no positions.
+        let counted = |tokenizer| indexed_text(tokenizer, IndexRecordOption::WithFreqs);
         let parts = Part::ALL
             .iter()
             .map(|&part| {
                 let name = part.name();
                 let fields = PartFields {
                     words: builder.add_text_field(name, text(analysis::WORDS)),
-                    ident: builder.add_text_field(&format!("{name}_ident"), text(analysis::IDENT)),
+                    ident: builder
+                        .add_text_field(&format!("{name}_ident"), counted(analysis::IDENT)),
                     gram: builder.add_text_field(&format!("{name}_gram"), text(analysis::GRAM)),
                 };
                 (part, fields)
@@ -114,28 +120,15 @@ impl Fields {
         Fields {
             schema: builder.build(),
             entry,
-            all,
             parts,
         }
     }
 
-    /// The catch-all field that counts documents for a part field's terms.
-    pub fn all_for(&self, field: Field) -> Field {
-        let all = self.all;
-        self.parts
-            .iter()
-            .find_map(|(_, f)| {
-                if f.words == field {
-                    Some(all.words)
-                } else if f.ident == field {
-                    Some(all.ident)
-                } else if f.gram == field {
-                    Some(all.gram)
-                } else {
-                    None
-                }
-            })
-            .unwrap_or(field)
+    /// The fields of every part that hold the same analyzer's terms as `field`, or
+    /// `None` when `field` is not a part's field.
+    pub fn same_kind(&self, field: Field) -> Option<Vec<Field>> {
+        let kind = self.parts.iter().find_map(|(_, f)| f.kind_of(field))?;
+        Some(self.parts.iter().map(|(_, f)| kind.field(f)).collect())
     }
 
     pub fn parts(&self) -> impl Iterator<Item = (Part, PartFields)> + '_ {

@@ -376,7 +376,7 @@ pub async fn entry(
         related: e.related.clone(),
         sources: e.sources.clone(),
         markdown: e.markdown.clone(),
-        html: e.html.clone(),
+        html: e.html().to_string(),
     }))
 }
 

@@ -370,7 +370,7 @@ fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
     let others = views.collect();
     let fix_html = top
         .as_ref()
-        .and_then(|top| section_html(&top.entry.html, "fix"));
+        .and_then(|top| section_html(top.entry.html(), "fix"));
     let closest = result_views(state, std::mem::take(&mut diagnosis.closest));
     render(DiagnosePage {
         ui: Ui::new(lang, share.path.clone()),

@@ -305,11 +305,6 @@ fn serve(dir: &Path, addr: SocketAddr, public_url: Option<&str>) -> anyhow::Resu
     let entries = kb.len();
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "kb loaded");
     let index = SearchIndex::build(Arc::new(kb)).context("building the search index")?;
-    release_free_memory();
-    tracing::debug!(
-        ms = started.elapsed().as_millis() as u64,
-        "free memory released"
-    );
     let mut state = AppState::new(index);
     if let Some(base) = public_url {
         state = match state.with_public_url(base) {
@@ -335,6 +330,15 @@ fn serve(dir: &Path, addr: SocketAddr, public_url: Option<&str>) -> anyhow::Resu
             ready_ms = started.elapsed().as_millis() as u64,
             "errbook listening on http://{local}"
         );
+        // Search is ready. Now the signature matcher that diagnosis needs is built
+        // (rather than when the first paste arrives), and the memory indexing freed is
+        // handed back.
+        let index = state.index.clone();
+        tokio::task::spawn_blocking(move || {
+            index.kb().signatures();
+            release_free_memory();
+            tracing::debug!(ms = started.elapsed().as_millis() as u64, "settled");
+        });
         axum::serve(listener, app(state))
             .with_graceful_shutdown(shutdown_signal())
             .await

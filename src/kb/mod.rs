@@ -9,6 +9,7 @@ mod signatures;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 pub use entry::{Entry, LazyRegex, Signature, SignatureKind};
 pub use markdown::render_markdown;
@@ -76,7 +77,9 @@ pub struct Kb {
     entries: Vec<Entry>,
     by_slug: HashMap<String, usize>,
     tags: BTreeMap<String, Vec<usize>>,
-    signatures: SignatureSet,
+    /// Built on first use (see `signatures`): searching does not need it, so a server
+    /// can open its port first and build it right after.
+    signatures: OnceLock<SignatureSet>,
 }
 
 /// Reads and parses `files`, on as many threads as there are cores: parsing
@@ -131,30 +134,23 @@ impl Kb {
                 "no entries found (expected *.md files)",
             ));
         }
-        // In slug order, the order the knowledge base keeps, so the signature set built
-        // for the checks is the one it keeps too.
         entries.sort_by(|a, b| a.entry.slug.cmp(&b.entry.slug));
-        let signatures = SignatureSet::new(entries.iter().map(|p| &p.entry));
         problems.extend(cross_check(&entries));
         if !problems.is_empty() {
             problems.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
             return Err(LoadError::Invalid { problems });
         }
-        Ok(Kb::assemble(
-            entries.into_iter().map(|p| p.entry).collect(),
-            signatures,
-        ))
+        Ok(Kb::assemble(entries.into_iter().map(|p| p.entry).collect()))
     }
 
     /// Builds a knowledge base from entries that are already valid.
     pub fn from_entries(mut entries: Vec<Entry>) -> Kb {
         entries.sort_by(|a, b| a.slug.cmp(&b.slug));
-        let signatures = SignatureSet::new(&entries);
-        Kb::assemble(entries, signatures)
+        Kb::assemble(entries)
     }
 
-    /// `entries` sorted by slug, and the signature set built from them in that order.
-    fn assemble(entries: Vec<Entry>, signatures: SignatureSet) -> Kb {
+    /// `entries`, sorted by slug.
+    fn assemble(entries: Vec<Entry>) -> Kb {
         let by_slug = entries
             .iter()
             .enumerate()
@@ -170,13 +166,15 @@ impl Kb {
             entries,
             by_slug,
             tags,
-            signatures,
+            signatures: OnceLock::new(),
         }
     }
 
     /// Every entry's signatures as one matcher; match indexes are `entries()` indexes.
+    /// Built the first time it is asked for (tens of milliseconds for the shipped kb).
     pub fn signatures(&self) -> &SignatureSet {
-        &self.signatures
+        self.signatures
+            .get_or_init(|| SignatureSet::new(&self.entries))
     }
 
     pub fn entries(&self) -> &[Entry] {
@@ -187,7 +185,7 @@ impl Kb {
     /// its entry's signatures and no strong signature of another entry fires on it.
     /// (Examples are documentation and test data; serving does not need them checked.)
     pub fn example_problems(&self) -> Vec<Problem> {
-        check_examples(&self.entries, &self.signatures)
+        check_examples(&self.entries, self.signatures())
     }
 
     /// Compiles every signature regex (serving compiles each only when a paste needs

@@ -1,11 +1,14 @@
 -- GET /api/v1/search with a different query each request (queries.txt, URL-encoded
 -- by load.sh into queries.enc). With UNIQUE=1 every request also carries a number no
 -- entry holds, so no two requests are the same and no answer comes from the cache.
+-- SEARCH_PATH replaces the path before the query (compare-tantivy.sh points it at
+-- tantivy-cli's `/api/?nhits=10&q=`).
 local queries = {}
 for line in io.lines(os.getenv("QUERIES") or "queries.enc") do
   queries[#queries + 1] = line
 end
 local unique = os.getenv("UNIQUE") == "1"
+local path = os.getenv("SEARCH_PATH") or "/api/v1/search?q="
 local i = 0
 local thread_id = 0
 setup = function(thread)
@@ -18,5 +21,5 @@ request = function()
   if unique then
     q = q .. "+n" .. thread_id .. "x" .. i
   end
-  return wrk.format("GET", "/api/v1/search?q=" .. q)
+  return wrk.format("GET", path .. q)
 end

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::normalize::query_words;
 use super::parse::{Parsed, parse};
 use super::paste::{Paste, looks_like_error};
-use crate::search::{Hit, SearchError, SearchIndex, SearchQuery};
+use crate::search::{Hit, SearchError, SearchIndex, SearchQuery, TermMatch};
 
 /// Candidates considered for the answer, best-scored first.
 const ANSWER_CANDIDATES: usize = 3;
@@ -199,19 +199,34 @@ pub(super) fn diagnose(
     }
 
     let query_terms = index.query_terms(&analysed)?;
-    let mut scored = Vec::with_capacity(candidates.len());
-    for (entry, c) in &candidates {
-        let slug = &kb.entries()[*entry].slug;
-        let term_match = index.term_match(&query_terms, slug)?;
-        let score = STRONG * c.strong.len().min(3) as f32
-            + WEAK * c.weak.len().min(2) as f32
-            + if c.on_root { ON_ROOT_CAUSE } else { 0.0 }
-            + TEXT_RANK * c.text_rank
-            + PHRASE_RANK * c.phrase_rank
-            + COVERAGE * term_match.coverage;
-        scored.push((*entry, score, term_match));
+    // Every score but the vocabulary share (at most `COVERAGE`), best first: only the
+    // best `wanted` are needed, so the share is computed for candidates that can
+    // still reach them. A weak wrapper signature shared by thousands of entries makes
+    // thousands of candidates in a large knowledge base.
+    let wanted = limit.max(ANSWER_CANDIDATES) + 1;
+    let mut partial: Vec<(usize, f32)> = candidates
+        .iter()
+        .map(|(entry, c)| {
+            let score = STRONG * c.strong.len().min(3) as f32
+                + WEAK * c.weak.len().min(2) as f32
+                + if c.on_root { ON_ROOT_CAUSE } else { 0.0 }
+                + TEXT_RANK * c.text_rank
+                + PHRASE_RANK * c.phrase_rank;
+            (*entry, score)
+        })
+        .collect();
+    partial.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let mut scored: Vec<(usize, f32, TermMatch)> = Vec::with_capacity(wanted + 1);
+    for (entry, partial) in partial {
+        if scored.len() >= wanted && partial + COVERAGE < scored[wanted - 1].1 {
+            break;
+        }
+        let term_match = index.term_match(&query_terms, &kb.entries()[entry].slug)?;
+        let score = partial + COVERAGE * term_match.coverage;
+        let at = scored.partition_point(|s| s.1 > score || (s.1 == score && s.0 < entry));
+        scored.insert(at, (entry, score, term_match));
+        scored.truncate(wanted);
     }
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
 
     let root_text = parsed
         .root_exception()
@@ -228,10 +243,10 @@ pub(super) fn diagnose(
         let c = &candidates[entry];
         let answerable = if !c.strong.is_empty() {
             true
-        } else if let (Some(root_text), Some(root_terms)) = (&root_text, &root_terms) {
+        } else if let Some(root_terms) = &root_terms {
             // An error the entry does not explain is not its problem, however similar
             // the rest of the log looks.
-            let explained = index.explains(root_terms, root_text, &kb.entries()[*entry].slug)?;
+            let explained = index.explains(root_terms, &kb.entries()[*entry].slug)?;
             let needed = if c.weak.is_empty() {
                 ROOT_MESSAGE_COVERAGE
             } else {

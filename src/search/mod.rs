@@ -314,34 +314,35 @@ impl SearchIndex {
     }
 
     /// How completely one passage of entry `slug` (a signature, an example line, a body
-    /// line, a symptom) holds the words of `text`: the idf-weighted share of `text`'s
-    /// distinct terms found in the best passage, 0..=1. Words scattered over a long
-    /// entry do not count; a message the entry quotes does.
-    /// `query` is `query_terms(text)`, computed once for several entries.
-    pub fn explains(
-        &self,
-        query: &QueryTerms,
-        text: &Analysed,
-        slug: &str,
-    ) -> Result<f32, SearchError> {
+    /// line) holds the words of a text: the idf-weighted share of the text's distinct
+    /// terms found in the entry's best passage, 0..=1. Words scattered over a long entry
+    /// do not count; a message the entry quotes does. `query` is `query_terms(text)`,
+    /// computed once for several entries. The cost grows with the entry's passages,
+    /// not with the knowledge base.
+    pub fn explains(&self, query: &QueryTerms, slug: &str) -> Result<f32, SearchError> {
         let total: f32 = query.weights.iter().sum();
         let Some(entry) = self.kb.position(slug) else {
             return Ok(0.0);
         };
-        if total <= 0.0 {
+        let passages = self.quoting.passages_of(entry);
+        if total <= 0.0 || passages.is_empty() {
             return Ok(0.0);
         }
-        let mut best = 0.0f32;
-        for passage in self.quoting.passages(text, entry)? {
-            let mut found = 0.0;
-            for (term, weight) in query.terms.iter().zip(&query.weights) {
-                if self.quoting.holds(term, passage)? {
-                    found += weight;
+        let (first, last) = (passages[0], passages[passages.len() - 1]);
+        let mut found = vec![0.0f32; passages.len()];
+        for (term, weight) in query.terms.iter().zip(&query.weights) {
+            let holding = self.quoting.holding(term)?;
+            // Only the stretch of the term's passages that can be this entry's.
+            let from = holding.partition_point(|i| i.doc < first);
+            let to = holding.partition_point(|i| i.doc <= last);
+            for impact in &holding[from..to] {
+                if let Ok(k) = passages.binary_search(&impact.doc) {
+                    found[k] += weight;
                 }
             }
-            best = best.max(found / total);
         }
-        Ok(best)
+        let best = found.into_iter().fold(0.0f32, f32::max);
+        Ok(best / total)
     }
 
     /// The analysed terms of `text` (lowercased, stemmed words), in order.

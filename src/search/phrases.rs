@@ -11,14 +11,12 @@ use tantivy::schema::{FAST, Field, IndexRecordOption, Schema};
 use tantivy::{Index, Searcher, TantivyDocument, Term};
 
 use super::schema::{ENTRY, PartFields, indexed_text};
-use super::scoring::{self, Analysed, FieldKind, QueryPlan, Scorer};
+use super::scoring::{self, Analysed, FieldKind, Impacts, QueryPlan, Scorer};
 use super::{SearchError, analysis, entries_by_ordinal, register_analyzers, searcher};
 use crate::kb::{Entry, Kb};
 
 /// Phrase documents looked at per query.
 const PHRASE_HITS: usize = 64;
-/// Passages of one entry looked at when checking that it explains a message.
-const PASSAGE_HITS: usize = 8;
 /// Longest line kept as a passage, in bytes.
 const MAX_PASSAGE: usize = 600;
 
@@ -92,6 +90,8 @@ impl Bm25StatisticsProvider for Combined {
 pub struct PhraseIndex {
     scorer: Scorer,
     fields: PartFields,
+    /// The passages of each entry, by ordinal.
+    passages_of: Vec<Vec<u32>>,
     /// The entry (position in the knowledge base) of each passage, by ordinal.
     entry_of: Vec<usize>,
 }
@@ -133,10 +133,17 @@ impl PhraseIndex {
         }
         let searcher = searcher(&index)?;
         let entry_of = entries_by_ordinal(&searcher)?;
+        let mut passages_of = vec![Vec::new(); kb.len()];
+        for (ordinal, &entry) in entry_of.iter().enumerate() {
+            if let Some(passages) = passages_of.get_mut(entry) {
+                passages.push(ordinal as u32);
+            }
+        }
         let scorer = Scorer::new(searcher.clone(), Box::new(searcher), vec![(1.0, fields)]);
         Ok(PhraseIndex {
             scorer,
             fields,
+            passages_of,
             entry_of,
         })
     }
@@ -174,23 +181,14 @@ impl PhraseIndex {
         Ok(ranked)
     }
 
-    /// The passages (ordinals) of entry `entry` closest to `text`, best first.
-    pub fn passages(&self, text: &Analysed, entry: usize) -> Result<Vec<u32>, SearchError> {
-        let mut scores = self.scores(text)?;
-        for (ordinal, score) in scores.iter_mut().enumerate() {
-            if self.entry_of[ordinal] != entry {
-                *score = 0.0;
-            }
-        }
-        Ok(scoring::top(&scores, PASSAGE_HITS)
-            .into_iter()
-            .map(|(ordinal, _)| ordinal)
-            .collect())
+    /// The passages (ordinals, ascending) of entry `entry`.
+    pub fn passages_of(&self, entry: usize) -> &[u32] {
+        self.passages_of.get(entry).map_or(&[], Vec::as_slice)
     }
 
-    /// Whether the passage at `ordinal` holds the analysed word `term`.
-    pub fn holds(&self, term: &str, ordinal: u32) -> Result<bool, SearchError> {
-        self.scorer.holds(FieldKind::Words, term, ordinal)
+    /// The passages that hold the analysed word `term`, by ordinal.
+    pub fn holding(&self, term: &str) -> Result<Impacts, SearchError> {
+        self.scorer.impacts(FieldKind::Words, term)
     }
 
     pub fn clear_cache(&self) {

@@ -274,11 +274,6 @@ impl Scorer {
         Ok(impacts)
     }
 
-    /// Whether the document at `ordinal` holds the term.
-    pub fn holds(&self, kind: FieldKind, term: &str, ordinal: u32) -> Result<bool, SearchError> {
-        Ok(holds(&self.impacts(kind, term)?, ordinal))
-    }
-
     /// Forgets every cached impact (the next queries read the postings again).
     pub fn clear_cache(&self) {
         *self.cache.write().unwrap_or_else(PoisonError::into_inner) = Cache::default();
@@ -411,14 +406,22 @@ fn phrase_query(field: Field, terms: &[(usize, String)]) -> Box<dyn Query> {
 /// Ordinals with a positive score, best first (ties: lower ordinal first), at most
 /// `limit` of them.
 pub fn top(scores: &[f32], limit: usize) -> Vec<(u32, f32)> {
+    if limit == 0 {
+        return Vec::new();
+    }
     let mut ranked: Vec<(u32, f32)> = scores
         .iter()
         .enumerate()
         .filter(|(_, s)| **s > 0.0)
         .map(|(i, s)| (i as u32, *s))
         .collect();
-    ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    ranked.truncate(limit);
+    let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    // Only the best `limit` are sorted: a common word scores most of a large index.
+    if ranked.len() > limit {
+        ranked.select_nth_unstable_by(limit - 1, order);
+        ranked.truncate(limit);
+    }
+    ranked.sort_unstable_by(order);
     ranked
 }
 
@@ -537,6 +540,31 @@ mod tests {
                     "{text}: {mine} vs {score}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn top_is_the_head_of_the_full_ranking() {
+        let mut rng = 7u64;
+        let scores: Vec<f32> = (0..5000)
+            .map(|_| {
+                rng = rng
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                // Few distinct values, so ties are common; some zeros.
+                ((rng >> 33) % 40) as f32 / 4.0
+            })
+            .collect();
+        let mut all: Vec<(u32, f32)> = scores
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s > 0.0)
+            .map(|(i, s)| (i as u32, *s))
+            .collect();
+        all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        for limit in [0, 1, 3, 10, 64, 4000, 10_000] {
+            let expected: Vec<_> = all.iter().take(limit).copied().collect();
+            assert_eq!(top(&scores, limit), expected, "limit {limit}");
         }
     }
 

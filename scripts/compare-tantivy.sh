@@ -59,11 +59,10 @@ slugs = [e["slug"] for e in json.load(urllib.request.urlopen(f"{api}/entries"))[
 with open(f"{work}/docs.json", "w", encoding="utf-8") as out:
     for slug in slugs:
         e = json.load(urllib.request.urlopen(f"{api}/entries/{slug}"))
-        s = e["summary"]
         doc = {
             "slug": slug,
-            "title": f'{s["title"]} {s["title_zh"]}',
-            "summary": f'{s["summary"]} {s["summary_zh"]}',
+            "title": f'{e["title"]} {e["title_zh"]}',
+            "summary": f'{e["summary"]} {e["summary_zh"]}',
             "symptoms": " ".join(e["symptoms"]),
             "signatures": " ".join(e["signatures"]),
             "body": e["markdown"],

@@ -294,6 +294,7 @@ fn serve(dir: &Path, addr: SocketAddr, public_url: Option<&str>) -> anyhow::Resu
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let started = Instant::now();
+    limit_malloc_arenas();
     // The Chinese dictionary loads while the entries are read; indexing waits for it.
     std::thread::spawn(errbook::search::analysis::warm_up);
     let Some(kb) = load(dir)? else {
@@ -345,6 +346,21 @@ fn serve(dir: &Path, addr: SocketAddr, public_url: Option<&str>) -> anyhow::Resu
             .context("server failed")
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Caps glibc's malloc arenas at two per core (the default is eight). Indexing runs on
+/// several threads at once, and each extra arena keeps pages of the index that the
+/// server cannot hand back: idle memory was 65 MB without the cap, 57-61 MB with it.
+/// One per core makes the indexing threads wait on each other's arena.
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // SAFETY: mallopt only changes allocator tuning; called before other threads.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 2 * cores as libc::c_int);
+        }
+    }
 }
 
 /// Hands the memory freed by indexing (the writers' buffers) back to the system, so

@@ -331,12 +331,8 @@ impl SearchIndex {
         let (first, last) = (passages[0], passages[passages.len() - 1]);
         let mut found = vec![0.0f32; passages.len()];
         for (term, weight) in query.terms.iter().zip(&query.weights) {
-            let holding = self.quoting.holding(term)?;
-            // Only the stretch of the term's passages that can be this entry's.
-            let from = holding.partition_point(|i| i.doc < first);
-            let to = holding.partition_point(|i| i.doc <= last);
-            for impact in &holding[from..to] {
-                if let Ok(k) = passages.binary_search(&impact.doc) {
+            for ordinal in self.quoting.holding_in(term, first, last)? {
+                if let Ok(k) = passages.binary_search(&ordinal) {
                     found[k] += weight;
                 }
             }

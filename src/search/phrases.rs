@@ -8,10 +8,10 @@ use std::collections::HashMap;
 
 use tantivy::query::Bm25StatisticsProvider;
 use tantivy::schema::{FAST, Field, IndexRecordOption, Schema};
-use tantivy::{Index, Searcher, TantivyDocument, Term};
+use tantivy::{DocSet, Index, Searcher, TERMINATED, TantivyDocument, Term};
 
 use super::schema::{ENTRY, PartFields, indexed_text};
-use super::scoring::{self, Analysed, FieldKind, Impacts, QueryPlan, Scorer};
+use super::scoring::{self, Analysed, QueryPlan, Scorer};
 use super::{SearchError, analysis, entries_by_ordinal, register_analyzers, searcher};
 use crate::kb::{Entry, Kb};
 
@@ -186,9 +186,34 @@ impl PhraseIndex {
         self.passages_of.get(entry).map_or(&[], Vec::as_slice)
     }
 
-    /// The passages that hold the analysed word `term`, by ordinal.
-    pub fn holding(&self, term: &str) -> Result<Impacts, SearchError> {
-        self.scorer.impacts(FieldKind::Words, term)
+    /// The passages with ordinals in `first..=last` that hold the analysed word `term`,
+    /// ascending. Read by seeking in the postings, so the cost does not grow with how
+    /// many other passages hold the word (in a large knowledge base, millions).
+    pub fn holding_in(&self, term: &str, first: u32, last: u32) -> Result<Vec<u32>, SearchError> {
+        let term = Term::from_field_text(self.fields.words, term);
+        let mut found = Vec::new();
+        let mut base = 0u32;
+        for segment in self.scorer.searcher().segment_readers() {
+            let end = base + segment.max_doc();
+            if first < end && last >= base {
+                let inverted = segment.inverted_index(self.fields.words)?;
+                if let Some(mut postings) =
+                    inverted.read_postings(&term, IndexRecordOption::Basic)?
+                {
+                    let start = first.saturating_sub(base);
+                    let mut doc = postings.doc();
+                    if doc < start {
+                        doc = postings.seek(start);
+                    }
+                    while doc != TERMINATED && base + doc <= last {
+                        found.push(base + doc);
+                        doc = postings.advance();
+                    }
+                }
+            }
+            base = end;
+        }
+        Ok(found)
     }
 
     pub fn clear_cache(&self) {

@@ -99,13 +99,7 @@ run() { # name url
     local out="$work/run.txt"
     wrk -t2 -c"$connections" -d2s -s benches/load/search.lua "$2" >/dev/null # warm-up
     wrk -t2 -c"$connections" -d"$duration" --latency -s benches/load/search.lua "$2" >"$out"
-    awk -v name="$1" '
-        /Requests\/sec/ { rps = $2 }
-        /^ +50%/ { p50 = $2 } /^ +90%/ { p90 = $2 } /^ +99%/ { p99 = $2 }
-        /Non-2xx/ { bad += $NF }
-        /Socket errors/ { gsub(/[^0-9 ]/, " "); split($0, n, " "); bad += n[1] + n[2] + n[3] + n[4] }
-        END { printf "| %s | %s | %s | %s | %s | %d |\n", name, rps, p50, p90, p99, bad }
-    ' "$out" | tee -a "$work/table.md"
+    awk -v name="$1" -f scripts/wrk-row.awk "$out" | tee -a "$work/table.md"
 }
 
 echo "$entries entries from $kb; wrk: 2 threads, $connections connections, $duration per run"

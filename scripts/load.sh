@@ -67,13 +67,7 @@ run() { # name script
     local out="$work/${UNIQUE:-0}-$(basename "$2").txt"
     wrk -t2 -c"$connections" -d2s -s "$2" "$url" >/dev/null # warm-up
     wrk -t2 -c"$connections" -d"$duration" --latency -s "$2" "$url" >"$out"
-    awk -v name="$1" '
-        /Requests\/sec/ { rps = $2 }
-        /^ +50%/ { p50 = $2 } /^ +90%/ { p90 = $2 } /^ +99%/ { p99 = $2 }
-        /Non-2xx/ { bad += $NF }
-        /Socket errors/ { gsub(/[^0-9 ]/, " "); split($0, n, " "); bad += n[1] + n[2] + n[3] + n[4] }
-        END { printf "| %s | %s | %s | %s | %s | %d |\n", name, rps, p50, p90, p99, bad }
-    ' "$out"
+    awk -v name="$1" -f scripts/wrk-row.awk "$out"
 }
 
 echo "errbook: $entries entries from $kb, ready in ${ready_ms} ms, idle RSS $idle"

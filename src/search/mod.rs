@@ -525,11 +525,6 @@ impl Bm25StatisticsProvider for GlobalStats {
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        let value = term.value();
-        let (Some(fields), Some(text)) = (self.fields.same_kind(term.field()), value.as_str())
-        else {
-            return self.searcher.doc_freq(term);
-        };
         let known = self
             .doc_freqs
             .read()
@@ -538,6 +533,11 @@ impl Bm25StatisticsProvider for GlobalStats {
             return Ok(held);
         }
         drop(known);
+        let value = term.value();
+        let (Some(fields), Some(text)) = (self.fields.same_kind(term.field()), value.as_str())
+        else {
+            return self.searcher.doc_freq(term);
+        };
         let held = self.union_doc_freq(&fields, text)?;
         let mut known = self
             .doc_freqs

@@ -192,26 +192,25 @@ impl PhraseIndex {
     pub fn holding_in(&self, term: &str, first: u32, last: u32) -> Result<Vec<u32>, SearchError> {
         let term = Term::from_field_text(self.fields.words, term);
         let mut found = Vec::new();
-        let mut base = 0u32;
-        for segment in self.scorer.searcher().segment_readers() {
+        for (base, segment) in self.scorer.segments() {
             let end = base + segment.max_doc();
-            if first < end && last >= base {
-                let inverted = segment.inverted_index(self.fields.words)?;
-                if let Some(mut postings) =
-                    inverted.read_postings(&term, IndexRecordOption::Basic)?
-                {
-                    let start = first.saturating_sub(base);
-                    let mut doc = postings.doc();
-                    if doc < start {
-                        doc = postings.seek(start);
-                    }
-                    while doc != TERMINATED && base + doc <= last {
-                        found.push(base + doc);
-                        doc = postings.advance();
-                    }
-                }
+            if first >= end || last < base {
+                continue;
             }
-            base = end;
+            let inverted = segment.inverted_index(self.fields.words)?;
+            let Some(mut postings) = inverted.read_postings(&term, IndexRecordOption::Basic)?
+            else {
+                continue;
+            };
+            let start = first.saturating_sub(base);
+            let mut doc = postings.doc();
+            if doc < start {
+                doc = postings.seek(start);
+            }
+            while doc != TERMINATED && base + doc <= last {
+                found.push(base + doc);
+                doc = postings.advance();
+            }
         }
         Ok(found)
     }

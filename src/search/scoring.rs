@@ -22,7 +22,7 @@ use tantivy::query::{
     PhraseQuery, Query,
 };
 use tantivy::schema::{Field, IndexRecordOption};
-use tantivy::{DocAddress, DocSet, Index, Searcher, TERMINATED, Term};
+use tantivy::{DocAddress, DocSet, Index, Searcher, SegmentReader, TERMINATED, Term};
 
 use super::SearchError;
 use super::analysis;
@@ -251,6 +251,14 @@ impl Scorer {
     /// A document's ordinal: its position over all segments.
     pub fn ordinal(&self, address: DocAddress) -> u32 {
         self.bases[address.segment_ord as usize] + address.doc_id
+    }
+
+    /// Each segment with the ordinal of its first document.
+    pub fn segments(&self) -> impl Iterator<Item = (u32, &SegmentReader)> + '_ {
+        self.bases
+            .iter()
+            .copied()
+            .zip(self.searcher.segment_readers())
     }
 
     /// Whether any document holds the term.

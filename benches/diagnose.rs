@@ -77,7 +77,11 @@ fn diagnose(bencher: divan::Bencher, units: usize) {
     let diagnoser = &*DIAGNOSER;
     bencher
         .counter(divan::counter::BytesCount::of_str(&text))
-        .bench(|| diagnoser.diagnose_text(divan::black_box(&text), 5).unwrap());
+        .bench(|| {
+            diagnoser
+                .diagnose(&Paste::from_text(divan::black_box(&text)), 5)
+                .unwrap()
+        });
 }
 
 /// The same with the term-score cache emptied before each run: the cost of a paste
@@ -90,7 +94,9 @@ fn diagnose_cold(bencher: divan::Bencher, units: usize) {
         .counter(divan::counter::BytesCount::of_str(&text))
         .bench(|| {
             diagnoser.index().clear_cache();
-            diagnoser.diagnose_text(divan::black_box(&text), 5).unwrap()
+            diagnoser
+                .diagnose(&Paste::from_text(divan::black_box(&text)), 5)
+                .unwrap()
         });
 }
 
@@ -99,4 +105,25 @@ fn diagnose_cold(bencher: divan::Bencher, units: usize) {
 fn parse(bencher: divan::Bencher, units: usize) {
     let text = log(units);
     bencher.bench(|| Paste::from_text(divan::black_box(&text)));
+}
+
+/// The 4 KB torchrun/NCCL paste the HTTP load test posts: the per-request cost of
+/// diagnosis without HTTP and JSON, first each time afresh, then answered from the
+/// cache of recent pastes.
+#[divan::bench(args = [false, true])]
+fn real_paste(bencher: divan::Bencher, repeated: bool) {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/nccl-watchdog-timeout.log"),
+    )
+    .unwrap();
+    let diagnoser = &*DIAGNOSER;
+    if repeated {
+        bencher.bench(|| diagnoser.diagnose_text(divan::black_box(&text), 5).unwrap());
+    } else {
+        bencher.bench(|| {
+            diagnoser
+                .diagnose(&Paste::from_text(divan::black_box(&text)), 5)
+                .unwrap()
+        });
+    }
 }

@@ -4,9 +4,10 @@
 #   scripts/load.sh [--kb DIR] [--duration 10s] [--connections 32] [--paste FILE]
 #
 # Starts `errbook serve`, records start-to-ready time and idle memory, then runs wrk
-# (2 threads) against: search (a different query each request), diagnose (one real
-# 4 KB paste as JSON) and portal pages; prints a Markdown table: requests/s, latency
-# percentiles, errors, and resident memory after the runs.
+# (2 threads) against: search (32 queries repeated, then every query new), diagnose
+# (one real 4 KB paste as JSON, repeated, then made new each request) and portal
+# pages; prints a Markdown table: requests/s, latency percentiles, errors, and
+# resident memory after the runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -77,7 +78,8 @@ echo "| route | requests/s | p50 | p90 | p99 | errors |"
 echo "|---|---|---|---|---|---|"
 run "GET /api/v1/search (32 queries, repeated)" benches/load/search.lua
 UNIQUE=1 run "GET /api/v1/search (every query new)" benches/load/search.lua
-run "POST /api/v1/diagnose" benches/load/diagnose.lua
+run "POST /api/v1/diagnose (one paste, repeated)" benches/load/diagnose.lua
+UNIQUE=1 run "POST /api/v1/diagnose (every paste new)" benches/load/diagnose.lua
 run "GET pages (home, entry, search, entry JSON)" benches/load/page.lua
 echo
 echo "RSS after the runs: $(rss)"

@@ -163,6 +163,19 @@ async fn limit_caps_the_matches() {
 }
 
 #[tokio::test]
+async fn a_paste_sent_again_gets_the_same_answer_at_its_own_limit() {
+    let text = format!("{MULTI_RANK}[rank0]: sent twice\n");
+    let ask = |limit: usize| json!({ "text": text, "limit": limit }).to_string();
+    let first = post_json(&ask(3)).await.json();
+    let one = post_json(&ask(1)).await.json();
+    let again = post_json(&ask(3)).await.json();
+    assert_eq!(first, again);
+    assert!(first["matches"].as_array().unwrap().len() > 1, "{first}");
+    assert_eq!(one["matches"].as_array().unwrap().len(), 1);
+    assert_eq!(one["matches"][0], first["matches"][0]);
+}
+
+#[tokio::test]
 async fn bad_requests_are_problem_json() {
     for (body, status, needle) in [
         ("{not json", StatusCode::BAD_REQUEST, ""),

@@ -20,6 +20,62 @@ pub use rank::{Confidence, Diagnosis, Evidence, EvidenceKind, Match, Verdict};
 /// The knowledge base ready for diagnosis: its index, whose `Kb` holds the signatures.
 pub struct Diagnoser {
     index: Arc<SearchIndex>,
+    /// Recent answers by paste text. The index never changes once built, so an answer
+    /// stays true; the same paste comes back from reloads, share links and chatbots
+    /// retrying. Weighed by text size so large pastes cannot hold much memory.
+    answers: quick_cache::sync::Cache<Asked, Arc<Diagnosis>, AskedWeight>,
+}
+
+/// Memory the answer cache may hold: pastes' text plus an allowance per answer.
+const CACHED_BYTES: u64 = 16 << 20;
+const ANSWER_BYTES: u64 = 16 << 10;
+/// Pastes larger than this are diagnosed afresh each time rather than evicting many
+/// small ones.
+const LARGEST_CACHED: usize = 256 << 10;
+
+/// A cache key: the paste as sent, and how many matches were asked for.
+#[derive(Clone, PartialEq, Eq)]
+struct Asked {
+    text: Box<str>,
+    limit: usize,
+}
+
+/// `Asked` borrowed, to look the cache up without copying the paste.
+struct AskedRef<'a> {
+    text: &'a str,
+    limit: usize,
+}
+
+impl std::hash::Hash for Asked {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        AskedRef {
+            text: &self.text,
+            limit: self.limit,
+        }
+        .hash(state)
+    }
+}
+
+impl std::hash::Hash for AskedRef<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.text.hash(state);
+        self.limit.hash(state);
+    }
+}
+
+impl quick_cache::Equivalent<Asked> for AskedRef<'_> {
+    fn equivalent(&self, key: &Asked) -> bool {
+        self.limit == key.limit && self.text == &*key.text
+    }
+}
+
+#[derive(Clone)]
+struct AskedWeight;
+
+impl quick_cache::Weighter<Asked, Arc<Diagnosis>> for AskedWeight {
+    fn weight(&self, key: &Asked, _: &Arc<Diagnosis>) -> u64 {
+        key.text.len() as u64 + ANSWER_BYTES
+    }
 }
 
 impl std::fmt::Debug for Diagnoser {
@@ -32,7 +88,14 @@ impl std::fmt::Debug for Diagnoser {
 
 impl Diagnoser {
     pub fn new(index: Arc<SearchIndex>) -> Diagnoser {
-        Diagnoser { index }
+        Diagnoser {
+            index,
+            answers: quick_cache::sync::Cache::with_weighter(
+                (CACHED_BYTES / ANSWER_BYTES / 4) as usize,
+                CACHED_BYTES,
+                AskedWeight,
+            ),
+        }
     }
 
     pub fn index(&self) -> &SearchIndex {
@@ -44,8 +107,26 @@ impl Diagnoser {
         rank::diagnose(&self.index, paste, limit)
     }
 
+    /// Diagnoses pasted text, answering a paste seen recently from memory.
     pub fn diagnose_text(&self, text: &str, limit: usize) -> Result<Diagnosis, SearchError> {
-        self.diagnose(&Paste::from_text(text), limit)
+        let asked = AskedRef { text, limit };
+        if let Some(d) = self.answers.get(&asked) {
+            return Ok(d.as_ref().clone());
+        }
+        let d = self.diagnose(&Paste::from_text(text), limit)?;
+        if text.len() <= LARGEST_CACHED {
+            let key = Asked {
+                text: text.into(),
+                limit,
+            };
+            self.answers.insert(key, Arc::new(d.clone()));
+        }
+        Ok(d)
+    }
+
+    /// Forgets the remembered answers: the next paste is diagnosed afresh.
+    pub fn forget_answers(&self) {
+        self.answers.clear();
     }
 
     /// Every entry's examples must diagnose to that entry first: the knowledge base

@@ -18,6 +18,8 @@ const MIN_PREFILTER_LEN: usize = 3;
 /// then checked against the whole literal. The automaton's size follows the total
 /// length of its patterns, and a short piece is as selective as the whole.
 const MAX_NEEDLE: usize = 16;
+/// Most distinct needles compiled into a DFA (see `SignatureSet::new`).
+const MAX_DFA_NEEDLES: usize = 5_000;
 /// Past this many literal hits for one regex, it runs over the whole text once instead
 /// of line by line.
 const MAX_LINE_SEARCHES: usize = 256;
@@ -75,7 +77,13 @@ struct RegexSignature {
 
 #[derive(Debug, Clone)]
 pub struct SignatureSet {
+    /// Each distinct needle (first `MAX_NEEDLE` bytes, ASCII case folded) once: a weak
+    /// literal shared by thousands of entries is one automaton pattern, not thousands
+    /// (the automaton's build time grows with the matches per pattern squared).
     automaton: Option<AhoCorasick>,
+    /// The patterns (indices into `patterns` and `needles`) behind each automaton
+    /// pattern.
+    groups: Vec<Vec<usize>>,
     patterns: Vec<Pattern>,
     /// What a hit on each pattern is checked against, as written: a literal signature
     /// whole (the automaton only holds its first `MAX_NEEDLE` bytes).
@@ -99,7 +107,9 @@ impl SignatureSet {
                     }
                     SignatureKind::Regex(re) => {
                         let id = regexes.len();
-                        let prefilter = prefilter(re.as_str());
+                        // Parsed once, for both questions asked of it.
+                        let hir = regex_syntax::parse(re.as_str()).ok();
+                        let prefilter = prefilter(re.as_str(), hir.as_ref());
                         let ignore_case = prefilter.as_ref().is_some_and(|p| p.ignore_case);
                         for literal in prefilter.iter().flat_map(|p| &p.literals) {
                             // Any piece of a required literal is required too.
@@ -113,7 +123,7 @@ impl SignatureSet {
                             regex: re.clone(),
                             entry: e,
                             signature: s,
-                            line_local: matches_no_line_break(re.as_str()),
+                            line_local: hir.as_ref().is_some_and(|h| !holds_line_break(h)),
                             unfiltered: prefilter.is_none(),
                             ignore_case,
                         });
@@ -125,13 +135,34 @@ impl SignatureSet {
             needles.push(c.as_bytes().to_vec());
             patterns.push(Pattern::Folding);
         }
+        let mut group_of: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        for (id, needle) in needles.iter().enumerate() {
+            let key = needle[..needle.len().min(MAX_NEEDLE)].to_ascii_lowercase();
+            let next = groups.len();
+            let group = *group_of.entry(key).or_insert(next);
+            if group == next {
+                groups.push(Vec::new());
+            }
+            groups[group].push(id);
+        }
+        let mut distinct: Vec<(Vec<u8>, usize)> = group_of.into_iter().collect();
+        distinct.sort_unstable_by_key(|(_, group)| *group);
+        // A DFA scans fastest, but its build time and memory grow with the patterns
+        // times the alphabet: past `MAX_DFA_NEEDLES`, a contiguous NFA (a few times
+        // slower to scan, a tenth of the memory).
+        let kind = if distinct.len() <= MAX_DFA_NEEDLES {
+            AhoCorasickKind::DFA
+        } else {
+            AhoCorasickKind::ContiguousNFA
+        };
         // Every needle is a plain byte string; building only fails past size limits,
         // and then every regex simply runs unfiltered.
         let automaton = AhoCorasick::builder()
             .match_kind(MatchKind::Standard)
             .ascii_case_insensitive(true)
-            .kind(Some(AhoCorasickKind::DFA))
-            .build(needles.iter().map(|n| &n[..n.len().min(MAX_NEEDLE)]))
+            .kind(Some(kind))
+            .build(distinct.iter().map(|(key, _)| key))
             .ok();
         if automaton.is_none() {
             for r in &mut regexes {
@@ -143,6 +174,7 @@ impl SignatureSet {
             .collect();
         SignatureSet {
             automaton,
+            groups,
             patterns,
             needles,
             regexes,
@@ -162,8 +194,11 @@ impl SignatureSet {
         let mut wanted: HashMap<usize, Option<Vec<usize>>> = HashMap::new();
         let mut folding = false;
         if let Some(ac) = &self.automaton {
-            for m in ac.find_overlapping_iter(text) {
-                let id = m.pattern().as_usize();
+            for (m, &id) in ac.find_overlapping_iter(text).flat_map(|m| {
+                self.groups[m.pattern().as_usize()]
+                    .iter()
+                    .map(move |id| (m, id))
+            }) {
                 let needle = &self.needles[id];
                 let as_written = || text.as_bytes()[m.start()..].starts_with(needle);
                 match self.patterns[id] {
@@ -263,31 +298,29 @@ fn find_on_lines(regex: &Regex, text: &str, hits: &mut [usize]) -> Option<(usize
 
 /// Whether no match of `pattern` can hold a line break: no literal or class in it
 /// contains one. (When it does not parse, it is treated as able to.)
-fn matches_no_line_break(pattern: &str) -> bool {
-    fn holds_line_break(hir: &Hir) -> bool {
-        match hir.kind() {
-            HirKind::Empty | HirKind::Look(_) => false,
-            HirKind::Literal(literal) => literal.0.contains(&b'\n'),
-            HirKind::Class(Class::Unicode(class)) => class
-                .ranges()
-                .iter()
-                .any(|r| r.start() <= '\n' && '\n' <= r.end()),
-            HirKind::Class(Class::Bytes(class)) => class
-                .ranges()
-                .iter()
-                .any(|r| r.start() <= b'\n' && b'\n' <= r.end()),
-            HirKind::Repetition(repetition) => holds_line_break(&repetition.sub),
-            HirKind::Capture(capture) => holds_line_break(&capture.sub),
-            HirKind::Concat(subs) | HirKind::Alternation(subs) => subs.iter().any(holds_line_break),
-        }
+fn holds_line_break(hir: &Hir) -> bool {
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => false,
+        HirKind::Literal(literal) => literal.0.contains(&b'\n'),
+        HirKind::Class(Class::Unicode(class)) => class
+            .ranges()
+            .iter()
+            .any(|r| r.start() <= '\n' && '\n' <= r.end()),
+        HirKind::Class(Class::Bytes(class)) => class
+            .ranges()
+            .iter()
+            .any(|r| r.start() <= b'\n' && b'\n' <= r.end()),
+        HirKind::Repetition(repetition) => holds_line_break(&repetition.sub),
+        HirKind::Capture(capture) => holds_line_break(&capture.sub),
+        HirKind::Concat(subs) | HirKind::Alternation(subs) => subs.iter().any(holds_line_break),
     }
-    regex_syntax::parse(pattern).is_ok_and(|hir| !holds_line_break(&hir))
 }
 
 /// The literals that select the texts worth running `pattern` on. A pattern that
 /// ignores case as a whole (a leading `(?i)`) gets its literals as written, compared
 /// ignoring ASCII case: its case-folded literals would be too many to be useful.
-fn prefilter(pattern: &str) -> Option<Prefilter> {
+/// `hir` is `pattern` parsed (`None` if it does not parse).
+fn prefilter(pattern: &str, hir: Option<&Hir>) -> Option<Prefilter> {
     if let Some(rest) = pattern.strip_prefix("(?i)")
         && !sets_case_flag(rest)
         && let Some(literals) = regex_syntax::parse(rest)
@@ -304,9 +337,8 @@ fn prefilter(pattern: &str) -> Option<Prefilter> {
             ignore_case: true,
         });
     }
-    let hir = regex_syntax::parse(pattern).ok()?;
     Some(Prefilter {
-        literals: required_literals(&hir)?,
+        literals: required_literals(hir?)?,
         ignore_case: false,
     })
 }
@@ -429,7 +461,7 @@ mod tests {
     }
 
     fn literals(pattern: &str) -> Option<(Vec<String>, bool)> {
-        prefilter(pattern).map(|p| {
+        prefilter(pattern, regex_syntax::parse(pattern).ok().as_ref()).map(|p| {
             let mut l: Vec<String> = p
                 .literals
                 .iter()
@@ -564,9 +596,10 @@ mod tests {
         let text = "a\nb\nrank 12 failed here\n";
         let m = set.matches(text)[0];
         assert_eq!(&text[m.start..m.end], "rank 12 failed");
-        assert!(matches_no_line_break(r"rank \d+ [^\n]{0,9}x"));
-        assert!(!matches_no_line_break(r"a\s+b"));
-        assert!(!matches_no_line_break(r"(?s)a.b"));
+        let local = |p: &str| !holds_line_break(&regex_syntax::parse(p).unwrap());
+        assert!(local(r"rank \d+ [^\n]{0,9}x"));
+        assert!(!local(r"a\s+b"));
+        assert!(!local(r"(?s)a.b"));
     }
 
     #[test]

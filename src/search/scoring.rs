@@ -12,8 +12,8 @@
 //! milliseconds while the scoring itself costs microseconds. The cached impacts make
 //! that setup a hash lookup per term, and the scores come out the same.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use tantivy::collector::TopDocs;
 use tantivy::postings::Postings;
@@ -41,10 +41,13 @@ const WORD_WEIGHT: f32 = 1.0;
 const WORD_PHRASE_WEIGHT: f32 = 2.0;
 const IDENT_WEIGHT: f32 = 0.4;
 const GRAM_WEIGHT: f32 = 0.8;
-/// Most (term, document) impacts kept in the cache: far more than a knowledge base of
-/// thousands of entries needs, and a bound on memory when queries bring endless new
-/// words. Past it, terms are still scored, just not remembered.
-const CACHE_BUDGET: usize = 4 << 20;
+/// Most (term, document) impacts kept in the cache, over the three analyzers: far more
+/// than a knowledge base of thousands of entries needs, and a bound on memory when
+/// queries bring endless new words. A larger knowledge base gets `CACHE_PER_DOC` per
+/// document, so its common words, held by most entries, all fit. Past the budget the
+/// least used terms are forgotten.
+const CACHE_BUDGET: u64 = 4 << 20;
+const CACHE_PER_DOC: u64 = 256;
 
 /// Which analyzer a term came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -197,11 +200,24 @@ pub fn holds(impacts: &[Impact], ordinal: u32) -> bool {
     impacts.binary_search_by_key(&ordinal, |i| i.doc).is_ok()
 }
 
-#[derive(Default)]
-struct Cache {
-    /// One map per analyzer, by term.
-    terms: [HashMap<Box<str>, Impacts>; 3],
-    size: usize,
+/// Impacts by term, for one analyzer; weighed by their length.
+type TermCache = quick_cache::sync::Cache<Box<str>, Impacts, ImpactsWeight>;
+
+#[derive(Clone)]
+struct ImpactsWeight;
+
+impl quick_cache::Weighter<Box<str>, Impacts> for ImpactsWeight {
+    fn weight(&self, _: &Box<str>, impacts: &Impacts) -> u64 {
+        impacts.len() as u64 + 1
+    }
+}
+
+/// One cache per analyzer. Words are most of every query; identifier parts and grams
+/// get a quarter of the budget each.
+fn term_caches(num_docs: usize) -> [TermCache; 3] {
+    let budget = CACHE_BUDGET.max(CACHE_PER_DOC * num_docs as u64);
+    [budget / 2, budget / 4, budget / 4]
+        .map(|weight| TermCache::with_weighter(16 << 10, weight, ImpactsWeight))
 }
 
 /// Scores query plans against one index: its parts (boost, fields), its BM25
@@ -213,7 +229,7 @@ pub struct Scorer {
     /// The ordinal of each segment's first document.
     bases: Vec<u32>,
     num_docs: usize,
-    cache: RwLock<Cache>,
+    cache: [TermCache; 3],
 }
 
 impl Scorer {
@@ -235,7 +251,7 @@ impl Scorer {
             parts,
             bases,
             num_docs: num_docs as usize,
-            cache: RwLock::new(Cache::default()),
+            cache: term_caches(num_docs as usize),
         }
     }
 
@@ -268,36 +284,36 @@ impl Scorer {
 
     /// The term's score in each document that holds it, by ordinal.
     pub fn impacts(&self, kind: FieldKind, term: &str) -> Result<Impacts, SearchError> {
-        let cache = self.cache.read().unwrap_or_else(PoisonError::into_inner);
-        if let Some(found) = cache.terms[kind as usize].get(term) {
-            return Ok(found.clone());
+        let cache = &self.cache[kind as usize];
+        if let Some(found) = cache.get(term) {
+            return Ok(found);
         }
-        drop(cache);
         let impacts: Impacts = self.read_impacts(kind, term)?.into();
-        let mut cache = self.cache.write().unwrap_or_else(PoisonError::into_inner);
-        if cache.size + impacts.len() < CACHE_BUDGET {
-            cache.size += impacts.len() + 1;
-            cache.terms[kind as usize].insert(term.into(), impacts.clone());
-        }
+        cache.insert(term.into(), impacts.clone());
         Ok(impacts)
     }
 
     /// Forgets every cached impact (the next queries read the postings again).
     pub fn clear_cache(&self) {
-        *self.cache.write().unwrap_or_else(PoisonError::into_inner) = Cache::default();
+        for cache in &self.cache {
+            cache.clear();
+        }
     }
 
     /// Reads the term's postings in every part: per document, the best part's boosted
     /// BM25 score plus `TIE_BREAKER` times the others', exactly as a disjunction-max
     /// query over the parts would score it.
     fn read_impacts(&self, kind: FieldKind, text: &str) -> Result<Vec<Impact>, SearchError> {
-        // (max, sum) per ordinal, for the documents that hold the term in some part.
+        // (ordinal, max, sum) for the documents that hold the term in some part so far,
+        // by ordinal. A part's postings come out by ordinal too (segments in order,
+        // documents ascending within each), so each part is merged in one pass.
         let mut found: Vec<(u32, f32, f32)> = Vec::new();
-        let mut at: HashMap<u32, usize> = HashMap::new();
+        let mut part: Vec<(u32, f32)> = Vec::new();
         for (boost, fields) in &self.parts {
             let field = kind.field(fields);
             let term = Term::from_field_text(field, text);
             let mut weight = None;
+            part.clear();
             for (segment_ord, segment) in self.searcher.segment_readers().iter().enumerate() {
                 let inverted = segment.inverted_index(field)?;
                 let Some(mut postings) =
@@ -317,31 +333,19 @@ impl Scorer {
                 let mut doc = postings.doc();
                 while doc != TERMINATED {
                     let score = weight.score(norms.fieldnorm_id(doc), postings.term_freq());
-                    let ordinal = base + doc;
-                    match at.get(&ordinal) {
-                        Some(&i) => {
-                            let slot = &mut found[i];
-                            slot.1 = slot.1.max(score);
-                            slot.2 += score;
-                        }
-                        None => {
-                            at.insert(ordinal, found.len());
-                            found.push((ordinal, score, score));
-                        }
-                    }
+                    part.push((base + doc, score));
                     doc = postings.advance();
                 }
             }
+            found = merge_part(found, &part);
         }
-        let mut impacts: Vec<Impact> = found
+        Ok(found
             .into_iter()
             .map(|(doc, max, sum)| Impact {
                 doc,
                 score: max + (sum - max) * TIE_BREAKER,
             })
-            .collect();
-        impacts.sort_unstable_by_key(|i| i.doc);
-        Ok(impacts)
+            .collect())
     }
 
     /// The plan's score for every document, by ordinal (0 where nothing matched).
@@ -409,6 +413,39 @@ fn phrase_query(field: Field, terms: &[(usize, String)]) -> Box<dyn Query> {
             .map(|(p, t)| (p - first, Term::from_field_text(field, t)))
             .collect(),
     ))
+}
+
+/// `found` (ordinal, max, sum) with one more part's (ordinal, score) added; both by
+/// ordinal, and so is the result.
+fn merge_part(found: Vec<(u32, f32, f32)>, part: &[(u32, f32)]) -> Vec<(u32, f32, f32)> {
+    debug_assert!(part.windows(2).all(|w| w[0].0 < w[1].0));
+    let single = |&(doc, score): &(u32, f32)| (doc, score, score);
+    if found.is_empty() {
+        return part.iter().map(single).collect();
+    }
+    let mut out = Vec::with_capacity(found.len() + part.len());
+    let (mut i, mut j) = (0, 0);
+    while i < found.len() && j < part.len() {
+        let (had, new) = (found[i], part[j]);
+        match had.0.cmp(&new.0) {
+            std::cmp::Ordering::Less => {
+                out.push(had);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                out.push(single(&new));
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                out.push((had.0, had.1.max(new.1), had.2 + new.1));
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&found[i..]);
+    out.extend(part[j..].iter().map(single));
+    out
 }
 
 /// Ordinals with a positive score, best first (ties: lower ordinal first), at most

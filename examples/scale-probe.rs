@@ -1,0 +1,74 @@
+//! In-process timings over a (synthetic) knowledge base: load, index build, the
+//! signature matcher, then rounds of searches and diagnoses that are each new (so no
+//! answer comes from a cache; term scores do stay cached between rounds).
+//!
+//!     cargo run --release --example scale-probe -- DIR [ROUNDS]
+//!
+//! With `PROBE_GO=FILE` it waits after the build until FILE exists, so a profiler can
+//! attach to the queries alone (`perf record -p PID`).
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use errbook::diagnose::Diagnoser;
+use errbook::kb::Kb;
+use errbook::search::{SearchIndex, SearchQuery};
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .init();
+    let args: Vec<String> = std::env::args().collect();
+    let t = Instant::now();
+    let kb = Kb::load(Path::new(&args[1])).unwrap();
+    eprintln!("load {:?}", t.elapsed());
+    let t = Instant::now();
+    let index = Arc::new(SearchIndex::build(Arc::new(kb)).unwrap());
+    eprintln!("build {:?}", t.elapsed());
+    if let Ok(go) = std::env::var("PROBE_GO") {
+        eprintln!("waiting for {go}");
+        while !Path::new(&go).exists() {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+    let t = Instant::now();
+    index.kb().signatures();
+    eprintln!("signatures {:?}", t.elapsed());
+    let rounds: usize = args.get(2).map_or(3, |s| s.parse().unwrap());
+    let queries: Vec<String> = std::fs::read_to_string("benches/load/queries.txt")
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_string)
+        .collect();
+    let paste = std::fs::read_to_string("tests/browser/nccl-watchdog-timeout.log").unwrap();
+    let d = Diagnoser::new(index.clone());
+    for round in 0..rounds {
+        let mut times = Vec::new();
+        for (i, q) in queries.iter().enumerate() {
+            let q = format!("{q} n{round}x{i}");
+            let t = Instant::now();
+            index.search(&SearchQuery::new(&q, None, 10)).unwrap();
+            times.push((t.elapsed().as_secs_f64() * 1e3, q));
+        }
+        times.sort_by(|a, b| a.0.total_cmp(&b.0));
+        eprintln!(
+            "search round {round}: median {:.2} ms, max {:.2} ms ({})",
+            times[times.len() / 2].0,
+            times.last().unwrap().0,
+            times.last().unwrap().1
+        );
+        let mut dt = Vec::new();
+        for i in 0..8 {
+            let text = format!("{paste}\nstep {round}x{i} done");
+            let t = Instant::now();
+            d.diagnose_text(&text, 5).unwrap();
+            dt.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        dt.sort_by(f64::total_cmp);
+        eprintln!(
+            "diagnose round {round}: median {:.2} ms, max {:.2} ms",
+            dt[4], dt[7]
+        );
+    }
+}

@@ -400,3 +400,79 @@ async fn static_css_is_served_with_its_type() {
         StatusCode::NOT_FOUND
     );
 }
+
+/// The app over `n` generated copies of a fixture entry (slugs `generated-0000`...).
+fn generated_app(n: usize) -> axum::Router {
+    let dir = tempfile::tempdir().unwrap();
+    let template =
+        std::fs::read_to_string(common::fixture_dir().join("launcher-wrapper.md")).unwrap();
+    for i in 0..n {
+        let slug = format!("generated-{i:04}");
+        let text = template.replace("slug: launcher-wrapper", &format!("slug: {slug}"));
+        std::fs::write(dir.path().join(format!("{slug}.md")), text).unwrap();
+    }
+    let kb = errbook::kb::Kb::load(dir.path()).expect("generated kb loads");
+    let index = errbook::search::SearchIndex::build(std::sync::Arc::new(kb)).unwrap();
+    errbook::app(errbook::AppState::new(index))
+}
+
+async fn get_from(app: &axum::Router, uri: &str) -> (StatusCode, String) {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let response = app
+        .clone()
+        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test]
+async fn a_large_knowledge_base_is_listed_a_page_at_a_time() {
+    let app = generated_app(1_201);
+    let links = |body: &str| body.matches("href=\"/entries/generated-").count();
+
+    let (status, first) = get_from(&app, "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(first.contains("All entries (1201)"), "{first}");
+    assert_eq!(links(&first), 500);
+    assert!(first.contains("Entries 1–500 of 1201"));
+    assert!(first.contains(r#"rel="next" href="/?page=2""#));
+    assert!(!first.contains(r#"rel="prev""#));
+
+    let (status, last) = get_from(&app, "/?page=3").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(links(&last), 201);
+    assert!(last.contains("generated-1200"));
+    assert!(!last.contains("generated-0999\""));
+    assert!(last.contains("Entries 1001–1201 of 1201"));
+    assert!(last.contains(r#"rel="prev" href="/?page=2""#));
+    assert!(!last.contains(r#"rel="next""#));
+
+    // Tag pages page the same way, back to the tag's own path.
+    let (status, tagged) = get_from(&app, "/tags/launcher?page=2").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(links(&tagged), 500);
+    assert!(tagged.contains(r#"rel="prev" href="/tags/launcher""#));
+    assert!(tagged.contains(r#"rel="next" href="/tags/launcher?page=3""#));
+
+    for (uri, status, says) in [
+        ("/?page=4", StatusCode::NOT_FOUND, "no page 4"),
+        ("/?page=0", StatusCode::BAD_REQUEST, "page number"),
+        ("/?page=two", StatusCode::BAD_REQUEST, "page number"),
+        ("/tags/launcher?page=9", StatusCode::NOT_FOUND, "no page 9"),
+    ] {
+        let (got, body) = get_from(&app, uri).await;
+        assert_eq!(got, status, "{uri}");
+        assert!(body.contains(says), "{uri}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn a_small_knowledge_base_is_one_page_without_a_pager() {
+    let page = get("/").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(!page.body.contains("class=\"pager\""));
+}

@@ -80,6 +80,9 @@ pub struct Kb {
     /// Built on first use (see `signatures`): searching does not need it, so a server
     /// can open its port first and build it right after.
     signatures: OnceLock<SignatureSet>,
+    /// Positions of the entries others relate to, most referenced first; counted on
+    /// first use.
+    referenced: OnceLock<Vec<usize>>,
 }
 
 /// Reads and parses `files`, on as many threads as there are cores: parsing
@@ -167,6 +170,7 @@ impl Kb {
             by_slug,
             tags,
             signatures: OnceLock::new(),
+            referenced: OnceLock::new(),
         }
     }
 
@@ -224,6 +228,29 @@ impl Kb {
     /// All tags with the number of entries carrying each, alphabetically.
     pub fn tags(&self) -> impl Iterator<Item = (&str, usize)> {
         self.tags.iter().map(|(t, v)| (t.as_str(), v.len()))
+    }
+
+    /// The entries that other entries send readers to most (by `related` links), most
+    /// first, ties by slug: the hubs worth reading first.
+    pub fn most_referenced(&self) -> impl Iterator<Item = &Entry> {
+        let ranked = self.referenced.get_or_init(|| {
+            let mut links = vec![0usize; self.entries.len()];
+            for entry in &self.entries {
+                for slug in &entry.related {
+                    if let Some(&at) = self.by_slug.get(slug) {
+                        links[at] += 1;
+                    }
+                }
+            }
+            let mut ranked: Vec<usize> = (0..links.len()).filter(|&at| links[at] > 0).collect();
+            ranked.sort_by(|&a, &b| {
+                links[b]
+                    .cmp(&links[a])
+                    .then_with(|| self.entries[a].slug.cmp(&self.entries[b].slug))
+            });
+            ranked
+        });
+        ranked.iter().map(|&at| &self.entries[at])
     }
 
     /// Entries carrying `tag`, in slug order.

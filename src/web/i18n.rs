@@ -103,11 +103,25 @@ impl Lang {
     }
 
     /// "3 entries" / "3 个条目".
-    pub fn entries(self, n: usize) -> String {
-        match (self, n) {
+    pub fn entries(self, n: impl Borrow<usize>) -> String {
+        match (self, *n.borrow()) {
             (Lang::En, 1) => "1 entry".into(),
             (Lang::En, n) => format!("{n} entries"),
             (Lang::Zh, n) => format!("{n} 个条目"),
+        }
+    }
+
+    /// Which entries of a long list a page shows: "Entries 501–1000 of 2,400".
+    pub fn showing(
+        self,
+        first: impl Borrow<usize>,
+        last: impl Borrow<usize>,
+        total: impl Borrow<usize>,
+    ) -> String {
+        let (first, last, total) = (*first.borrow(), *last.borrow(), *total.borrow());
+        match self {
+            Lang::En => format!("Entries {first}–{last} of {total}"),
+            Lang::Zh => format!("第 {first}–{last} 条，共 {total} 条"),
         }
     }
 
@@ -201,6 +215,9 @@ pub struct Labels {
     pub useful_heading: &'static str,
     pub useful_hint: &'static str,
     pub all_entries: &'static str,
+    pub pages_label: &'static str,
+    pub previous_page: &'static str,
+    pub next_page: &'static str,
     pub search_title: &'static str,
     pub query_label: &'static str,
     pub tag_label: &'static str,
@@ -270,6 +287,9 @@ static EN: Labels = Labels {
     useful_heading: "Start here",
     useful_hint: "The entries other entries point to most.",
     all_entries: "All entries",
+    pages_label: "Pages",
+    previous_page: "← Previous",
+    next_page: "Next →",
     search_title: "Search",
     query_label: "Query",
     tag_label: "Tag",
@@ -339,6 +359,9 @@ static ZH: Labels = Labels {
     useful_heading: "从这里开始",
     useful_hint: "被其他条目引用最多的条目。",
     all_entries: "全部条目",
+    pages_label: "分页",
+    previous_page: "← 上一页",
+    next_page: "下一页 →",
     search_title: "搜索",
     query_label: "关键词",
     tag_label: "标签",

@@ -135,40 +135,109 @@ fn result_views<'a>(state: &'a AppState, hits: Vec<Hit>) -> Vec<ResultView<'a>> 
         .collect()
 }
 
+/// Entries listed on one page of the home and tag pages: all of a knowledge base of
+/// hundreds, and pages of a large one, whose full list would be megabytes.
+pub const PAGE_SIZE: usize = 500;
+
+#[derive(Debug, Deserialize)]
+pub struct PageParams {
+    pub page: Option<String>,
+}
+
+/// One page of a list of entries, and where the others are.
+pub struct Listing<'a> {
+    pub entries: Vec<&'a Entry>,
+    /// 1-based.
+    pub page: usize,
+    pub pages: usize,
+    pub total: usize,
+    /// The list's own path, which `?page=N` is added to.
+    base: String,
+}
+
+impl<'a> Listing<'a> {
+    /// The page of `all` that `params` asks for (the first by default); 400 for a page
+    /// that is not a number, 404 past the last.
+    fn new(
+        all: impl ExactSizeIterator<Item = &'a Entry>,
+        params: Result<Query<PageParams>, QueryRejection>,
+        base: String,
+    ) -> Result<Listing<'a>, AppError> {
+        let Query(params) = params.map_err(|e| AppError::BadRequest(e.body_text()))?;
+        let page = match params.page.as_deref() {
+            None => 1,
+            Some(p) => p
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&p| p >= 1)
+                .ok_or_else(|| {
+                    AppError::BadRequest(format!("`page` must be a page number from 1, got `{p}`"))
+                })?,
+        };
+        let total = all.len();
+        let pages = total.div_ceil(PAGE_SIZE).max(1);
+        if page > pages {
+            return Err(AppError::NotFound(format!(
+                "There is no page {page}: the list has {pages}."
+            )));
+        }
+        Ok(Listing {
+            entries: all.skip((page - 1) * PAGE_SIZE).take(PAGE_SIZE).collect(),
+            page,
+            pages,
+            total,
+            base,
+        })
+    }
+
+    /// Position of the page's first entry in the list, 1-based.
+    pub fn first(&self) -> usize {
+        ((self.page - 1) * PAGE_SIZE + 1).min(self.total)
+    }
+
+    pub fn last(&self) -> usize {
+        (self.page - 1) * PAGE_SIZE + self.entries.len()
+    }
+
+    pub fn previous_href(&self) -> Option<String> {
+        (self.page > 1).then(|| self.href(self.page - 1))
+    }
+
+    pub fn next_href(&self) -> Option<String> {
+        (self.page < self.pages).then(|| self.href(self.page + 1))
+    }
+
+    fn href(&self, page: usize) -> String {
+        if page == 1 {
+            self.base.clone()
+        } else {
+            format!("{}?page={page}", self.base)
+        }
+    }
+}
+
 #[derive(Template)]
 #[template(path = "home.html")]
 pub struct HomePage<'a> {
     pub ui: Ui,
-    pub entries: &'a [Entry],
+    pub listing: Listing<'a>,
     pub start_here: Vec<&'a Entry>,
     pub tags: Vec<(&'a str, usize)>,
 }
 
-pub async fn home(State(state): State<AppState>, ui: Ui) -> PageResult {
+pub async fn home(
+    State(state): State<AppState>,
+    ui: Ui,
+    params: Result<Query<PageParams>, QueryRejection>,
+) -> PageResult {
     let kb = state.index.kb();
     render(HomePage {
         ui,
-        entries: kb.entries(),
-        start_here: most_referenced(kb.entries(), START_HERE),
+        listing: Listing::new(kb.entries().iter(), params, "/".into())?,
+        start_here: kb.most_referenced().take(START_HERE).collect(),
         tags: kb.tags().collect(),
     })
-}
-
-/// The entries that other entries send readers to most: the hubs worth reading first.
-fn most_referenced(entries: &[Entry], n: usize) -> Vec<&Entry> {
-    let mut links: HashMap<&str, usize> = HashMap::new();
-    for entry in entries {
-        for slug in &entry.related {
-            *links.entry(slug.as_str()).or_default() += 1;
-        }
-    }
-    let mut ranked: Vec<(&Entry, usize)> = entries
-        .iter()
-        .map(|e| (e, links.get(e.slug.as_str()).copied().unwrap_or(0)))
-        .filter(|(_, n)| *n > 0)
-        .collect();
-    ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.slug.cmp(&b.0.slug)));
-    ranked.into_iter().take(n).map(|(e, _)| e).collect()
 }
 
 #[derive(Debug, Deserialize)]
@@ -246,15 +315,21 @@ pub async fn entry(
 pub struct TagPage<'a> {
     pub ui: Ui,
     pub tag: String,
-    pub entries: Vec<&'a Entry>,
+    pub listing: Listing<'a>,
 }
 
-pub async fn tag(State(state): State<AppState>, ui: Ui, Path(tag): Path<String>) -> PageResult {
+pub async fn tag(
+    State(state): State<AppState>,
+    ui: Ui,
+    Path(tag): Path<String>,
+    params: Result<Query<PageParams>, QueryRejection>,
+) -> PageResult {
     let entries = state.index.kb().tagged(&tag);
     if entries.is_empty() {
         return Err(AppError::NotFound(format!("No entry has the tag `{tag}`.")));
     }
-    render(TagPage { ui, tag, entries })
+    let listing = Listing::new(entries.into_iter(), params, format!("/tags/{tag}"))?;
+    render(TagPage { ui, tag, listing })
 }
 
 /// The language switch: remembers the choice in a cookie and goes back to the page.

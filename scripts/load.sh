@@ -5,9 +5,10 @@
 #
 # Starts `errbook serve`, records start-to-ready time and idle memory, then runs wrk
 # (2 threads) against: search (32 queries repeated, then every query new), diagnose
-# (one real 4 KB paste as JSON, repeated, then made new each request) and portal
-# pages; prints a Markdown table: requests/s, latency percentiles, errors, and
-# resident memory after the runs.
+# (one real 4 KB paste as JSON, repeated, then made new each request, then new on one
+# connection: the latency of one request at a time) and portal pages; prints a
+# Markdown table: requests/s, latency percentiles, errors, and resident memory after
+# the runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,10 +65,12 @@ url="http://127.0.0.1:$port"
 entry=$(basename "$(find "$kb" -name '*.md' ! -name README.md -print -quit)" .md)
 export QUERIES="$work/queries.enc" PASTE_JSON="$work/paste.json" ENTRY="$entry"
 
-run() { # name script
-    local out="$work/${UNIQUE:-0}-$(basename "$2").txt"
-    wrk -t2 -c"$connections" -d2s -s "$2" "$url" >/dev/null # warm-up
-    wrk -t2 -c"$connections" -d"$duration" --latency -s "$2" "$url" >"$out"
+run() { # name script (CONNS overrides the connections, for one request at a time)
+    local c=${CONNS:-$connections} t=2
+    [ "$c" -lt 2 ] && t=1
+    local out="$work/${UNIQUE:-0}-$c-$(basename "$2").txt"
+    wrk -t$t -c"$c" -d2s -s "$2" "$url" >/dev/null # warm-up
+    wrk -t$t -c"$c" -d"$duration" --latency -s "$2" "$url" >"$out"
     awk -v name="$1" -f scripts/wrk-row.awk "$out"
 }
 
@@ -80,6 +83,7 @@ run "GET /api/v1/search (32 queries, repeated)" benches/load/search.lua
 UNIQUE=1 run "GET /api/v1/search (every query new)" benches/load/search.lua
 run "POST /api/v1/diagnose (one paste, repeated)" benches/load/diagnose.lua
 UNIQUE=1 run "POST /api/v1/diagnose (every paste new)" benches/load/diagnose.lua
+UNIQUE=1 CONNS=1 run "POST /api/v1/diagnose (every paste new, 1 connection)" benches/load/diagnose.lua
 run "GET pages (home, entry, search, entry JSON)" benches/load/page.lua
 echo
 echo "RSS after the runs: $(rss)"

@@ -52,6 +52,19 @@ enum Pattern {
     Folding,
 }
 
+/// The patterns (indices into `patterns` and `needles`) behind one automaton pattern,
+/// ordered so that equal needles are next to each other: a hit is checked against
+/// each distinct needle once, however many signatures share it.
+#[derive(Debug, Clone, Default)]
+struct Group {
+    ids: Vec<usize>,
+    /// Per id: its needle is the same as the previous id's.
+    same_as_previous: Vec<bool>,
+    /// Every pattern is a literal signature: once all have fired, later hits of the
+    /// group add nothing.
+    literals_only: bool,
+}
+
 /// Characters that fold to ASCII letters under Unicode simple case folding.
 const FOLDING: [&str; 2] = ["\u{212A}", "\u{017F}"];
 
@@ -81,9 +94,8 @@ pub struct SignatureSet {
     /// literal shared by thousands of entries is one automaton pattern, not thousands
     /// (the automaton's build time grows with the matches per pattern squared).
     automaton: Option<AhoCorasick>,
-    /// The patterns (indices into `patterns` and `needles`) behind each automaton
-    /// pattern.
-    groups: Vec<Vec<usize>>,
+    /// The patterns behind each automaton pattern.
+    groups: Vec<Group>,
     patterns: Vec<Pattern>,
     /// What a hit on each pattern is checked against, as written: a literal signature
     /// whole (the automaton only holds its first `MAX_NEEDLE` bytes).
@@ -146,6 +158,23 @@ impl SignatureSet {
             }
             groups[group].push(id);
         }
+        let groups: Vec<Group> = groups
+            .into_iter()
+            .map(|mut ids| {
+                ids.sort_by(|&a, &b| needles[a].cmp(&needles[b]).then(a.cmp(&b)));
+                let same_as_previous = (0..ids.len())
+                    .map(|k| k > 0 && needles[ids[k]] == needles[ids[k - 1]])
+                    .collect();
+                let literals_only = ids
+                    .iter()
+                    .all(|&id| matches!(patterns[id], Pattern::Literal(..)));
+                Group {
+                    ids,
+                    same_as_previous,
+                    literals_only,
+                }
+            })
+            .collect();
         let mut distinct: Vec<(Vec<u8>, usize)> = group_of.into_iter().collect();
         distinct.sort_unstable_by_key(|(_, group)| *group);
         // A DFA scans fastest, but its build time and memory grow with the patterns
@@ -194,40 +223,63 @@ impl SignatureSet {
         let mut wanted: HashMap<usize, Option<Vec<usize>>> = HashMap::new();
         let mut folding = false;
         if let Some(ac) = &self.automaton {
-            for (m, &id) in ac.find_overlapping_iter(text).flat_map(|m| {
-                self.groups[m.pattern().as_usize()]
-                    .iter()
-                    .map(move |id| (m, id))
-            }) {
-                let needle = &self.needles[id];
-                let as_written = || text.as_bytes()[m.start()..].starts_with(needle);
-                match self.patterns[id] {
-                    Pattern::Literal(entry, signature)
-                        if !literal_seen.contains(&id) && as_written() =>
-                    {
-                        literal_seen.insert(id);
-                        found.push(SignatureMatch {
-                            entry,
-                            signature,
-                            start: m.start(),
-                            end: m.start() + needle.len(),
-                        });
+            // Groups whose literal signatures have all fired.
+            let mut settled: HashSet<usize> = HashSet::new();
+            for m in ac.find_overlapping_iter(text) {
+                let g = m.pattern().as_usize();
+                if settled.contains(&g) {
+                    continue;
+                }
+                let group = &self.groups[g];
+                let mut all_fired = group.literals_only;
+                // Whether the text holds the current needle as written, once per run
+                // of equal needles.
+                let mut written: Option<bool> = None;
+                for (&id, &same) in group.ids.iter().zip(&group.same_as_previous) {
+                    if !same {
+                        written = None;
                     }
-                    Pattern::Prefilter { regex, exact } if !exact || as_written() => {
-                        let line_local = self.regexes[regex].line_local;
-                        let hits = wanted
-                            .entry(regex)
-                            .or_insert_with(|| line_local.then(Vec::new));
-                        if let Some(list) = hits {
-                            if list.len() < MAX_LINE_SEARCHES {
-                                list.push(m.start());
+                    let needle = &self.needles[id];
+                    let mut as_written = || {
+                        *written
+                            .get_or_insert_with(|| text.as_bytes()[m.start()..].starts_with(needle))
+                    };
+                    match self.patterns[id] {
+                        Pattern::Literal(entry, signature) => {
+                            if literal_seen.contains(&id) {
+                                continue;
+                            }
+                            if as_written() {
+                                literal_seen.insert(id);
+                                found.push(SignatureMatch {
+                                    entry,
+                                    signature,
+                                    start: m.start(),
+                                    end: m.start() + needle.len(),
+                                });
                             } else {
-                                *hits = None;
+                                all_fired = false;
                             }
                         }
+                        Pattern::Prefilter { regex, exact } if !exact || as_written() => {
+                            let line_local = self.regexes[regex].line_local;
+                            let hits = wanted
+                                .entry(regex)
+                                .or_insert_with(|| line_local.then(Vec::new));
+                            if let Some(list) = hits {
+                                if list.len() < MAX_LINE_SEARCHES {
+                                    list.push(m.start());
+                                } else {
+                                    *hits = None;
+                                }
+                            }
+                        }
+                        Pattern::Folding => folding = true,
+                        Pattern::Prefilter { .. } => {}
                     }
-                    Pattern::Folding => folding = true,
-                    _ => {}
+                }
+                if all_fired {
+                    settled.insert(g);
                 }
             }
         }
@@ -610,5 +662,42 @@ mod tests {
                 .matches("KeyError: 'labels'")
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_literal_shared_by_many_entries_fires_for_each_as_written() {
+        // Thousands of entries sharing a wrapper literal are one automaton pattern; a
+        // literal that differs only in case, or past the needle's length, is in the
+        // same group and must still be checked on its own.
+        let mut entries: Vec<Entry> = (0..2_000)
+            .map(|i| {
+                entry(
+                    &format!("e{i}"),
+                    vec![Signature::literal("ChildFailedError")],
+                )
+            })
+            .collect();
+        entries.push(entry("lower", vec![Signature::literal("childfailederror")]));
+        entries.push(entry(
+            "longer",
+            vec![Signature::literal("ChildFailedError: worker 3")],
+        ));
+        let set = SignatureSet::new(&entries);
+        let text = "x\nChildFailedError: worker 1\nChildFailedError: worker 3\n";
+        let found = set.matches(text);
+        assert_eq!(found.len(), 2_001);
+        assert!(
+            found[..2_000].iter().all(|m| m.start == 2),
+            "first occurrence"
+        );
+        let longer = found.last().unwrap();
+        assert_eq!(longer.entry, 2_001);
+        assert_eq!(
+            &text[longer.start..longer.end],
+            "ChildFailedError: worker 3"
+        );
+        let lower = set.matches("childfailederror");
+        assert_eq!(lower.len(), 1);
+        assert_eq!(lower[0].entry, 2_000);
     }
 }

@@ -48,6 +48,7 @@ const GRAM_WEIGHT: f32 = 0.8;
 /// least used terms are forgotten.
 const CACHE_BUDGET: u64 = 4 << 20;
 const CACHE_PER_DOC: u64 = 256;
+const CACHE_SHARDS: usize = 8;
 
 /// Which analyzer a term came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -214,10 +215,25 @@ impl quick_cache::Weighter<Box<str>, Impacts> for ImpactsWeight {
 
 /// One cache per analyzer. Words are most of every query; identifier parts and grams
 /// get a quarter of the budget each.
+/// Each cache is split into `CACHE_SHARDS` shards, whose budget must hold a term held
+/// by every document: a fixed count, not one per core, so that stays true on any
+/// machine (the budget per shard is at least 8 impacts per document).
 fn term_caches(num_docs: usize) -> [TermCache; 3] {
     let budget = CACHE_BUDGET.max(CACHE_PER_DOC * num_docs as u64);
-    [budget / 2, budget / 4, budget / 4]
-        .map(|weight| TermCache::with_weighter(16 << 10, weight, ImpactsWeight))
+    [budget / 2, budget / 4, budget / 4].map(|weight| {
+        let options = quick_cache::OptionsBuilder::new()
+            .estimated_items_capacity(16 << 10)
+            .weight_capacity(weight)
+            .shards(CACHE_SHARDS)
+            .build()
+            .expect("valid cache options");
+        TermCache::with_options(
+            options,
+            ImpactsWeight,
+            Default::default(),
+            Default::default(),
+        )
+    })
 }
 
 /// Scores query plans against one index: its parts (boost, fields), its BM25

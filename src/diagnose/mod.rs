@@ -124,11 +124,6 @@ impl Diagnoser {
         Ok(d)
     }
 
-    /// Forgets the remembered answers: the next paste is diagnosed afresh.
-    pub fn forget_answers(&self) {
-        self.answers.clear();
-    }
-
     /// Every entry's examples must diagnose to that entry first: the knowledge base
     /// tests itself. Returns a problem for each example that does not.
     pub fn check_examples(&self) -> Result<Vec<Problem>, SearchError> {

@@ -254,11 +254,12 @@ impl Kb {
     }
 
     /// Entries carrying `tag`, in slug order.
-    pub fn tagged(&self, tag: &str) -> Vec<&Entry> {
+    pub fn tagged(&self, tag: &str) -> impl ExactSizeIterator<Item = &Entry> {
         self.tags
             .get(tag)
-            .map(|ids| ids.iter().map(|&i| &self.entries[i]).collect())
-            .unwrap_or_default()
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .map(|&i| &self.entries[i])
     }
 }
 

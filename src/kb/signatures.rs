@@ -147,15 +147,18 @@ impl SignatureSet {
             needles.push(c.as_bytes().to_vec());
             patterns.push(Pattern::Folding);
         }
+        // Each distinct key (the automaton's patterns, in order) and the needles
+        // behind it.
         let mut group_of: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut keys: Vec<Vec<u8>> = Vec::new();
         let mut groups: Vec<Vec<usize>> = Vec::new();
         for (id, needle) in needles.iter().enumerate() {
             let key = needle[..needle.len().min(MAX_NEEDLE)].to_ascii_lowercase();
-            let next = groups.len();
-            let group = *group_of.entry(key).or_insert(next);
-            if group == next {
+            let group = *group_of.entry(key).or_insert_with_key(|key| {
+                keys.push(key.clone());
                 groups.push(Vec::new());
-            }
+                groups.len() - 1
+            });
             groups[group].push(id);
         }
         let groups: Vec<Group> = groups
@@ -175,12 +178,10 @@ impl SignatureSet {
                 }
             })
             .collect();
-        let mut distinct: Vec<(Vec<u8>, usize)> = group_of.into_iter().collect();
-        distinct.sort_unstable_by_key(|(_, group)| *group);
         // A DFA scans fastest, but its build time and memory grow with the patterns
         // times the alphabet: past `MAX_DFA_NEEDLES`, a contiguous NFA (a few times
         // slower to scan, a tenth of the memory).
-        let kind = if distinct.len() <= MAX_DFA_NEEDLES {
+        let kind = if keys.len() <= MAX_DFA_NEEDLES {
             AhoCorasickKind::DFA
         } else {
             AhoCorasickKind::ContiguousNFA
@@ -191,7 +192,7 @@ impl SignatureSet {
             .match_kind(MatchKind::Standard)
             .ascii_case_insensitive(true)
             .kind(Some(kind))
-            .build(distinct.iter().map(|(key, _)| key))
+            .build(&keys)
             .ok();
         if automaton.is_none() {
             for r in &mut regexes {

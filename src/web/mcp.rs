@@ -519,7 +519,7 @@ fn search(state: &AppState, args: Value) -> Result<Value, ToolError> {
     let query = SearchQuery::new(text, args.tag.as_deref(), limit);
     let kb = state.index.kb();
     if let Some(tag) = &query.tag
-        && kb.tagged(tag).is_empty()
+        && kb.tagged(tag).len() == 0
     {
         return Err(ToolError::Invalid(format!(
             "no entry has the tag `{}`; the tags are: {}. Or leave `tag` out.",

@@ -325,10 +325,10 @@ pub async fn tag(
     params: Result<Query<PageParams>, QueryRejection>,
 ) -> PageResult {
     let entries = state.index.kb().tagged(&tag);
-    if entries.is_empty() {
+    if entries.len() == 0 {
         return Err(AppError::NotFound(format!("No entry has the tag `{tag}`.")));
     }
-    let listing = Listing::new(entries.into_iter(), params, format!("/tags/{tag}"))?;
+    let listing = Listing::new(entries, params, format!("/tags/{tag}"))?;
     render(TagPage { ui, tag, listing })
 }
 

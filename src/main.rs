@@ -4,13 +4,15 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use errbook::diagnose::{Diagnoser, Paste, Verdict};
 use errbook::kb::{Kb, LoadError};
+use errbook::reload::Reloader;
 use errbook::search::{SearchIndex, SearchQuery};
+use errbook::web::server;
 
 mod eval;
 use errbook::{AppState, app};
@@ -46,6 +48,14 @@ enum Command {
         /// MCP answers then carry absolute links a chatbot can cite.
         #[arg(long, env = "ERRBOOK_PUBLIC_URL")]
         public_url: Option<String>,
+        /// Reload the knowledge base whenever a file under it changes (`SIGHUP`
+        /// reloads it in any case). A broken edit keeps the last good one serving.
+        #[arg(long)]
+        watch: bool,
+        /// Seconds a request may take, waiting for its turn included, before 503.
+        #[arg(long, env = "ERRBOOK_REQUEST_TIMEOUT", default_value_t = 15.0,
+              value_parser = parse_seconds)]
+        request_timeout: f64,
     },
     /// Validate every entry; exits non-zero naming file and line of each problem.
     Check {
@@ -101,7 +111,15 @@ fn main() -> ExitCode {
             kb,
             addr,
             public_url,
-        } => serve(&kb.kb, addr, public_url.as_deref()),
+            watch,
+            request_timeout,
+        } => serve(
+            &kb.kb,
+            addr,
+            public_url.as_deref(),
+            watch,
+            Duration::from_secs_f64(request_timeout),
+        ),
         Command::Check { kb } => check(&kb.kb),
         Command::Diagnose {
             file,
@@ -285,7 +303,22 @@ fn clip(text: &str, max: usize) -> String {
     }
 }
 
-fn serve(dir: &Path, addr: SocketAddr, public_url: Option<&str>) -> anyhow::Result<ExitCode> {
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= 3600.0 => Ok(s),
+        _ => Err(format!(
+            "`{text}` is not a number of seconds from 0 to 3600"
+        )),
+    }
+}
+
+fn serve(
+    dir: &Path,
+    addr: SocketAddr,
+    public_url: Option<&str>,
+    watch: bool,
+    request_timeout: Duration,
+) -> anyhow::Result<ExitCode> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -307,6 +340,7 @@ fn serve(dir: &Path, addr: SocketAddr, public_url: Option<&str>) -> anyhow::Resu
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "kb loaded");
     let index = SearchIndex::build(Arc::new(kb)).context("building the search index")?;
     let mut state = AppState::new(index);
+    state.limits.request_timeout = request_timeout;
     if let Some(base) = public_url {
         state = match state.with_public_url(base) {
             Ok(state) => state,
@@ -321,6 +355,12 @@ fn serve(dir: &Path, addr: SocketAddr, public_url: Option<&str>) -> anyhow::Resu
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
+        let reloader = Reloader::new(dir, state.clone());
+        // Listening for SIGHUP replaces its default action (exit) before anyone can
+        // send it.
+        #[cfg(unix)]
+        let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .context("listening for SIGHUP")?;
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
@@ -334,18 +374,37 @@ fn serve(dir: &Path, addr: SocketAddr, public_url: Option<&str>) -> anyhow::Resu
         // Search is ready. Now the signature matcher that diagnosis needs is built
         // (rather than when the first paste arrives), and the memory indexing freed is
         // handed back.
-        let index = state.index.clone();
+        let served = state.served();
         tokio::task::spawn_blocking(move || {
-            index.kb().signatures();
+            served.index.kb().signatures();
             release_free_memory();
             tracing::debug!(ms = started.elapsed().as_millis() as u64, "settled");
         });
-        axum::serve(listener, app(state))
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .context("server failed")
+        #[cfg(unix)]
+        tokio::spawn(reload_on_hangup(hangups, reloader.clone()));
+        let _watcher = if watch {
+            let watcher = reloader
+                .watch()
+                .with_context(|| format!("cannot watch {}", dir.display()))?;
+            tracing::info!(kb = %dir.display(), "watching the knowledge base for changes");
+            Some(watcher)
+        } else {
+            None
+        };
+        server::serve(listener, app(state), shutdown_signal()).await;
+        anyhow::Ok(())
     })?;
+    tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reloads the knowledge base on each `SIGHUP`.
+#[cfg(unix)]
+async fn reload_on_hangup(mut hangups: tokio::signal::unix::Signal, reloader: Reloader) {
+    while hangups.recv().await.is_some() {
+        tracing::info!("SIGHUP: reloading the knowledge base");
+        reloader.reload_in_background().await;
+    }
 }
 
 /// Caps glibc's malloc arenas at two per core (the default is eight). Indexing runs on

@@ -2,16 +2,21 @@
 //! errors as problem+json. The OpenAPI document is generated from these handlers and
 //! types (`openapi()`), so it cannot drift from them.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::{ApiError, AppError, Problem};
+use super::{AppState, MAX_BODY_BYTES};
 use crate::diagnose::{Confidence, Evidence, Parsed, Verdict};
 use crate::kb::Entry;
 use crate::search::{Hit, MAX_LIMIT, SearchQuery};
@@ -118,6 +123,7 @@ pub async fn search(
     State(state): State<AppState>,
     params: Result<Query<SearchQueryParams>, QueryRejection>,
 ) -> Result<Json<SearchResponse>, ApiError> {
+    let served = state.served();
     let Query(params) = params.map_err(|e| AppError::BadRequest(e.body_text()))?;
     let limit = match params.limit.as_deref().map(str::trim) {
         None | Some("") => DEFAULT_LIMIT,
@@ -142,8 +148,8 @@ pub async fn search(
         )
         .into());
     }
-    let kb = state.index.kb();
-    let hits = state
+    let kb = served.index.kb();
+    let hits = served
         .index
         .search(&query)?
         .into_iter()
@@ -215,7 +221,7 @@ pub struct ParsedSummary {
     request_body = DiagnoseRequest,
     responses(
         (status = 200, description = "The verdict, matches with evidence, and what was parsed", body = DiagnoseResponse),
-        (status = 400, description = "Malformed JSON or no `text` field", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Malformed JSON or no `text` field (invalid UTF-8 is replaced, not refused)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 1 MiB", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body not sent as application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Empty `text`, or `limit` out of range", body = Problem, content_type = "application/problem+json"),
@@ -223,9 +229,9 @@ pub struct ParsedSummary {
 )]
 pub async fn diagnose(
     State(state): State<AppState>,
-    body: Result<Json<DiagnoseRequest>, JsonRejection>,
+    LossyJson(request): LossyJson<DiagnoseRequest>,
 ) -> Result<Json<DiagnoseResponse>, ApiError> {
-    let Json(request) = body.map_err(json_rejection)?;
+    let served = state.served();
     let limit = request.limit.unwrap_or(5);
     if !(1..=MAX_DIAGNOSE_LIMIT).contains(&limit) {
         return Err(AppError::Unprocessable(format!(
@@ -239,8 +245,8 @@ pub async fn diagnose(
         )
         .into());
     }
-    let d = state.diagnoser.diagnose_text(&request.text, limit)?;
-    let kb = state.index.kb();
+    let d = served.diagnoser.diagnose_text(&request.text, limit)?;
+    let kb = served.index.kb();
     let matches = d
         .matches
         .iter()
@@ -316,8 +322,9 @@ pub struct EntryListResponse {
     responses((status = 200, description = "All entries, by slug", body = EntryListResponse))
 )]
 pub async fn entries(State(state): State<AppState>) -> Json<EntryListResponse> {
+    let served = state.served();
     Json(EntryListResponse {
-        entries: state
+        entries: served
             .index
             .kb()
             .entries()
@@ -359,7 +366,8 @@ pub async fn entry(
     State(state): State<AppState>,
     Path(slug): Path<String>,
 ) -> Result<Json<EntryResponse>, ApiError> {
-    let e = state
+    let served = state.served();
+    let e = served
         .index
         .kb()
         .get(&slug)
@@ -380,16 +388,51 @@ pub async fn entry(
     }))
 }
 
+/// `/healthz`: always 200 while the server answers, with the knowledge base's state.
 #[derive(Debug, Serialize)]
 pub struct Health {
+    /// `ok`, or `reload_failed` while the last good knowledge base is served because
+    /// the latest reload found problems (listed in `reload_error`).
     pub status: &'static str,
+    /// Entries served now.
     pub entries: usize,
+    pub reloads: u64,
+    pub failed_reloads: u64,
+    /// When the served knowledge base was last reloaded (seconds since 1970).
+    pub last_reload_unix: Option<u64>,
+    pub reload_error: Option<HealthError>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HealthError {
+    pub message: String,
+    /// Each problem as `file:line: message`.
+    pub problems: Vec<String>,
+    pub at_unix: u64,
+}
+
+fn unix_seconds(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
+    let served = state.served();
+    let reloads = state.reload_status();
     Json(Health {
-        status: "ok",
-        entries: state.index.kb().len(),
+        status: if reloads.error.is_some() {
+            "reload_failed"
+        } else {
+            "ok"
+        },
+        entries: served.index.kb().len(),
+        reloads: reloads.reloads,
+        failed_reloads: reloads.failed_reloads,
+        last_reload_unix: reloads.last_reload.map(unix_seconds),
+        reload_error: reloads.error.map(|e| HealthError {
+            message: e.message,
+            problems: e.problems,
+            at_unix: unix_seconds(e.at),
+        }),
     })
 }
 
@@ -397,14 +440,53 @@ pub async fn not_found() -> ApiError {
     AppError::NotFound("no API route at this address; see /api/v1/openapi.json".into()).into()
 }
 
-/// A JSON body that could not be read: too large (413), not JSON by its content type
-/// (415), or malformed or missing a field (400).
-fn json_rejection(rejection: JsonRejection) -> ApiError {
-    let detail = rejection.body_text();
-    match rejection.status().as_u16() {
-        413 => AppError::PayloadTooLarge(detail),
-        415 => AppError::UnsupportedMediaType(detail),
-        _ => AppError::BadRequest(detail),
+/// A JSON request body, with invalid UTF-8 replaced by U+FFFD instead of refused: a
+/// log copied from a terminal may hold broken bytes and still deserves an answer.
+/// Refused as problem+json: too large (413), not sent as JSON (415), malformed or
+/// missing a field (400).
+pub struct LossyJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for LossyJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        if !is_json(request.headers()) {
+            return Err(AppError::UnsupportedMediaType(
+                "send the body as JSON, with `Content-Type: application/json`".into(),
+            )
+            .into());
+        }
+        let bytes =
+            Bytes::from_request(request, state)
+                .await
+                .map_err(|rejection| match rejection.status() {
+                    StatusCode::PAYLOAD_TOO_LARGE => AppError::PayloadTooLarge(format!(
+                        "the request body is over the limit of {MAX_BODY_BYTES} bytes; send the \
+                     part of the log around the failure"
+                    )),
+                    _ => AppError::BadRequest(rejection.body_text()),
+                })?;
+        let text = String::from_utf8_lossy(&bytes);
+        let Json(value) = Json::<T>::from_bytes(text.as_bytes())
+            .map_err(|rejection| ApiError(AppError::BadRequest(rejection.body_text())))?;
+        Ok(LossyJson(value))
     }
-    .into()
+}
+
+/// `application/json`, or a `+json` type, by the request's `Content-Type`.
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
 }

@@ -3,12 +3,13 @@
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use super::Limits;
 use super::i18n::Lang;
 use super::pages::ErrorPage;
 use crate::search::SearchError;
@@ -27,6 +28,12 @@ pub enum AppError {
     PayloadTooLarge(String),
     #[error("{0}")]
     UnsupportedMediaType(String),
+    #[error("{0}")]
+    UriTooLong(String),
+    #[error("{0}")]
+    HeadersTooLarge(String),
+    #[error("{0}")]
+    Unavailable(String),
     #[error("search failed: {0}")]
     Search(#[from] SearchError),
     #[error("template rendering failed: {0}")]
@@ -42,13 +49,18 @@ impl AppError {
             AppError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             AppError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            AppError::UriTooLong(_) => StatusCode::URI_TOO_LONG,
+            AppError::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            AppError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Search(_) | AppError::Render(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     /// What the user may read: the message for client errors, a generic line for ours.
     fn public_detail(&self) -> String {
-        if self.status().is_server_error() {
+        if let AppError::Unavailable(detail) = self {
+            detail.clone()
+        } else if self.status().is_server_error() {
             tracing::error!(error = %self, "request failed");
             "errbook failed to answer this request; the details are in the server log.".into()
         } else {
@@ -112,27 +124,31 @@ pub struct Problem {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = self.0.status();
-        let problem = Problem {
-            kind: "about:blank",
-            title: status.canonical_reason().unwrap_or("Error").to_string(),
-            status: status.as_u16(),
-            detail: self.0.public_detail(),
-        };
-        let mut response = (status, Json(problem)).into_response();
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            header::HeaderValue::from_static("application/problem+json"),
-        );
-        response
+        problem(self.0.status(), self.0.public_detail())
     }
+}
+
+/// A problem+json response.
+fn problem(status: StatusCode, detail: String) -> Response {
+    let problem = Problem {
+        kind: "about:blank",
+        title: status.canonical_reason().unwrap_or("Error").to_string(),
+        status: status.as_u16(),
+        detail,
+    };
+    let mut response = (status, Json(problem)).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/problem+json"),
+    );
+    response
 }
 
 /// Gives errbook's error format to error responses that carry no body of ours: axum's
 /// 405 for a wrong method, the body limit's 413, a 415 or 400 from an extractor.
 /// Under `/api/` and at `/mcp` they become problem+json, elsewhere an HTML page.
 /// Responses that already have a typed body (ours, JSON-RPC) pass untouched.
-pub async fn error_bodies(request: Request, next: Next) -> Response {
+pub async fn error_bodies(State(limits): State<Limits>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let api = path.starts_with("/api/") || path == "/mcp";
     let method = request.method().clone();
@@ -145,6 +161,14 @@ pub async fn error_bodies(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     let status = response.status();
     if let Some(PageError(detail)) = response.extensions().get::<PageError>().cloned() {
+        if api {
+            // A limit that refused the request before any API handler saw it.
+            let mut out = problem(status, detail);
+            if let Some(allow) = response.headers().get(header::ALLOW) {
+                out.headers_mut().insert(header::ALLOW, allow.clone());
+            }
+            return out;
+        }
         return page_error(lang, response, detail);
     }
     let typed = response
@@ -174,6 +198,11 @@ pub async fn error_bodies(request: Request, next: Next) -> Response {
             AppError::UnsupportedMediaType("send the body as application/json".into())
         }
         StatusCode::NOT_FOUND => AppError::NotFound("nothing at this address".into()),
+        StatusCode::SERVICE_UNAVAILABLE => AppError::Unavailable(format!(
+            "no answer within {} s: errbook is busy, or the request was sent too slowly; \
+             try again",
+            limits.request_timeout.as_secs_f32()
+        )),
         StatusCode::BAD_REQUEST => AppError::BadRequest("the request is malformed".into()),
         _ => return response,
     };
@@ -186,4 +215,39 @@ pub async fn error_bodies(request: Request, next: Next) -> Response {
         out.headers_mut().insert(header::ALLOW, allow);
     }
     out
+}
+
+/// Longest request target (path and query) accepted. A share link carries its paste
+/// in the query, up to 12,000 characters.
+pub const MAX_URI_BYTES: usize = 16 * 1024;
+/// Most bytes of header names and values accepted in one request.
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+
+/// Refuses a request whose URL (414) or headers (431) are over the limits, with a
+/// message saying which. The connection already caps the whole head at
+/// [`super::server::MAX_HEAD_BYTES`]; this names the problem.
+pub async fn head_limits(request: Request, next: Next) -> Response {
+    let uri = request
+        .uri()
+        .path_and_query()
+        .map_or(0, |p| p.as_str().len());
+    if uri > MAX_URI_BYTES {
+        return AppError::UriTooLong(format!(
+            "the address is {uri} bytes long, over the limit of {MAX_URI_BYTES}; \
+             paste long text into the form instead of the address"
+        ))
+        .into_response();
+    }
+    let headers: usize = request
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len())
+        .sum();
+    if headers > MAX_HEADER_BYTES {
+        return AppError::HeadersTooLarge(format!(
+            "the request headers are {headers} bytes, over the limit of {MAX_HEADER_BYTES}"
+        ))
+        .into_response();
+    }
+    next.run(request).await
 }

@@ -12,6 +12,7 @@ use crate::kb::Entry;
 const MARKDOWN: &str = "text/markdown; charset=utf-8";
 
 pub async fn llms_txt(State(state): State<AppState>) -> Response {
+    let served = state.served();
     let mut out = String::from(
         "# errbook\n\n\
          > Known problems of distributed PyTorch training (DDP, torchrun, NCCL, Accelerate, \
@@ -25,7 +26,7 @@ pub async fn llms_txt(State(state): State<AppState>) -> Response {
     out.push_str("), or use the MCP server at ");
     out.push_str(&state.url("/mcp"));
     out.push_str(" (tools `search`, `fetch`, `diagnose`).\n\n## Entries\n\n");
-    for entry in state.index.kb().entries() {
+    for entry in served.index.kb().entries() {
         out.push_str(&format!(
             "- [{}]({}): {}\n",
             entry.title,
@@ -38,7 +39,8 @@ pub async fn llms_txt(State(state): State<AppState>) -> Response {
 
 /// The entry `slug` as one Markdown document: titles, summaries, tags, then its body.
 pub fn entry_markdown(state: &AppState, slug: &str) -> Result<Response, AppError> {
-    let entry = state
+    let served = state.served();
+    let entry = served
         .index
         .kb()
         .get(slug)

@@ -56,7 +56,8 @@ pub async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Byt
     if let Err(error) = check_version(&headers) {
         return reject(error);
     }
-    match Message::parse(&body) {
+    // Broken UTF-8 in a pasted log becomes U+FFFD rather than a parse error.
+    match Message::parse(String::from_utf8_lossy(&body).as_bytes()) {
         Err(error) => reject(error),
         Ok(Message::Request { id, method, params }) => {
             let outcome = match dispatch(&state, &method, params) {
@@ -508,6 +509,7 @@ struct SearchResult {
 }
 
 fn search(state: &AppState, args: Value) -> Result<Value, ToolError> {
+    let served = state.served();
     let args: SearchArgs = arguments("search", &search_input_schema(state), args, SEARCH_USAGE)?;
     let text = required_text("query", &args.query, SEARCH_USAGE)?;
     let limit = limit(
@@ -517,7 +519,7 @@ fn search(state: &AppState, args: Value) -> Result<Value, ToolError> {
         SEARCH_USAGE,
     )?;
     let query = SearchQuery::new(text, args.tag.as_deref(), limit);
-    let kb = state.index.kb();
+    let kb = served.index.kb();
     if let Some(tag) = &query.tag
         && kb.tagged(tag).len() == 0
     {
@@ -527,7 +529,7 @@ fn search(state: &AppState, args: Value) -> Result<Value, ToolError> {
             known_tags(state)
         )));
     }
-    let hits = state.index.search(&query)?;
+    let hits = served.index.search(&query)?;
     fit(|clip| SearchOutput {
         results: hits
             .iter()
@@ -548,7 +550,8 @@ fn search(state: &AppState, args: Value) -> Result<Value, ToolError> {
 
 /// The knowledge base's tags, comma-separated (at most 40 of them).
 fn known_tags(state: &AppState) -> String {
-    let tags: Vec<&str> = state.index.kb().tags().map(|(tag, _)| tag).collect();
+    let served = state.served();
+    let tags: Vec<&str> = served.index.kb().tags().map(|(tag, _)| tag).collect();
     let mut listed = tags.iter().take(40).copied().collect::<Vec<_>>().join(", ");
     if tags.len() > 40 {
         listed.push_str(", …");
@@ -604,9 +607,10 @@ impl Metadata {
 }
 
 fn fetch(state: &AppState, args: Value) -> Result<Value, ToolError> {
+    let served = state.served();
     let args: FetchArgs = arguments("fetch", &fetch_input_schema(), args, FETCH_USAGE)?;
     let id = required_text("id", &args.id, FETCH_USAGE)?.trim();
-    let entry = state.index.kb().get(id).ok_or_else(|| {
+    let entry = served.index.kb().get(id).ok_or_else(|| {
         ToolError::Invalid(format!(
             "there is no entry with id `{}`. Ids are slugs such as `nccl-invalid-usage`: \
              call the `search` tool to find the right one.",
@@ -700,6 +704,7 @@ impl ExceptionOutput {
 }
 
 fn diagnose(state: &AppState, args: Value) -> Result<Value, ToolError> {
+    let served = state.served();
     let args: DiagnoseArgs = arguments("diagnose", &diagnose_input_schema(), args, DIAGNOSE_USAGE)?;
     let text = required_text("text", &args.text, DIAGNOSE_USAGE)?;
     let limit = limit(
@@ -708,8 +713,8 @@ fn diagnose(state: &AppState, args: Value) -> Result<Value, ToolError> {
         DIAGNOSE_MAX_LIMIT,
         DIAGNOSE_USAGE,
     )?;
-    let d = state.diagnoser.diagnose_text(text, limit)?;
-    let kb = state.index.kb();
+    let d = served.diagnoser.diagnose_text(text, limit)?;
+    let kb = served.index.kb();
     fit(|clip| DiagnoseOutput {
         verdict: d.verdict,
         matches: d

@@ -8,15 +8,22 @@ mod i18n;
 mod llms;
 mod mcp;
 mod pages;
+pub mod server;
 mod share;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
-use axum::http::header;
+use arc_swap::ArcSwap;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Router, middleware};
+use tower::limit::GlobalConcurrencyLimitLayer;
 use tower_http::compression::CompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::diagnose::Diagnoser;
@@ -27,11 +34,70 @@ pub use error::AppError;
 /// Largest request body accepted (a paste of a long log fits).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// What every handler can reach: the knowledge base, its index and the diagnoser.
+/// How much one request may take of the server.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// From the request's arrival (waiting for a turn included) to its answer.
+    pub request_timeout: Duration,
+    /// Requests handled at once; the rest wait their turn (within the timeout).
+    pub concurrent_requests: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Limits {
+            request_timeout: Duration::from_secs(15),
+            concurrent_requests: 32 * cores,
+        }
+    }
+}
+
+/// How reloads of the knowledge base have gone (see `--watch` and `SIGHUP`).
+#[derive(Clone, Debug, Default)]
+pub struct ReloadStatus {
+    pub reloads: u64,
+    pub failed_reloads: u64,
+    pub last_reload: Option<SystemTime>,
+    /// Why the latest reload failed, while no later one has succeeded.
+    pub error: Option<ReloadError>,
+}
+
+/// Why a reload failed.
 #[derive(Clone, Debug)]
-pub struct AppState {
+pub struct ReloadError {
+    pub at: SystemTime,
+    /// What went wrong, in one line.
+    pub message: String,
+    /// Each problem found, as `file:line: message`.
+    pub problems: Vec<String>,
+}
+
+/// The knowledge base being served: its index and the diagnoser over it. Replaced
+/// whole by a reload; a request holds the one it started with until it finishes.
+#[derive(Debug)]
+pub struct Served {
     pub index: Arc<SearchIndex>,
     pub diagnoser: Arc<Diagnoser>,
+}
+
+impl Served {
+    pub fn new(index: SearchIndex) -> Served {
+        let index = Arc::new(index);
+        Served {
+            diagnoser: Arc::new(Diagnoser::new(index.clone())),
+            index,
+        }
+    }
+}
+
+/// What every handler can reach: the knowledge base being served, how the last reload
+/// went, the server's limits.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    served: Arc<ArcSwap<Served>>,
+    reloads: Arc<Mutex<ReloadStatus>>,
+    pub limits: Limits,
     /// Where users reach this server (`https://errbook.example.com`), without a
     /// trailing slash; `None` when unknown, and then URLs are relative.
     pub public_url: Option<Arc<str>>,
@@ -39,12 +105,43 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(index: SearchIndex) -> Self {
-        let index = Arc::new(index);
         AppState {
-            diagnoser: Arc::new(Diagnoser::new(index.clone())),
-            index,
+            served: Arc::new(ArcSwap::from_pointee(Served::new(index))),
+            reloads: Arc::default(),
+            limits: Limits::default(),
             public_url: None,
         }
+    }
+
+    /// The knowledge base now served. Take it once per request, so one answer never
+    /// mixes two versions of the knowledge base.
+    pub fn served(&self) -> Arc<Served> {
+        self.served.load_full()
+    }
+
+    /// Serves `index` from now on; requests already running finish on the old one.
+    pub fn replace(&self, index: SearchIndex) {
+        self.served.store(Arc::new(Served::new(index)));
+        let mut status = self.reloads.lock().unwrap_or_else(|e| e.into_inner());
+        status.reloads += 1;
+        status.last_reload = Some(SystemTime::now());
+        status.error = None;
+    }
+
+    /// Records a reload that failed: the last good knowledge base stays served, and
+    /// `/healthz` reports `error` until a reload succeeds.
+    pub fn reload_failed(&self, error: ReloadError) {
+        let mut status = self.reloads.lock().unwrap_or_else(|e| e.into_inner());
+        status.failed_reloads += 1;
+        status.error = Some(error);
+    }
+
+    /// How reloads have gone so far.
+    pub fn reload_status(&self) -> ReloadStatus {
+        self.reloads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The same state, with URLs made absolute against `base` (`http(s)://host[/path]`).
@@ -78,6 +175,7 @@ impl AppState {
 
 /// Every route errbook serves.
 pub fn app(state: AppState) -> Router {
+    let state_limits = state.limits;
     let (api, doc) = api::routes();
     // Serialised once: the document is fixed for the life of the process.
     let doc = axum::body::Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
@@ -110,10 +208,41 @@ pub fn app(state: AppState) -> Router {
         .with_state(state);
     // Layers on a router wrap each route; wrapped as one service instead, the error
     // formatter sees the finished response (axum's 405 gets its `Allow` header late).
+    // Outermost first: a request is traced, its answer compressed and given security
+    // headers and an error body; it must fit the head limits, is answered within the
+    // timeout (waiting for a turn included), and its body must fit the body limit.
+    let limits = state_limits;
     Router::new()
         .fallback_service(routes)
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
-        .layer(middleware::from_fn(error::error_bodies))
+        .layer(GlobalConcurrencyLimitLayer::new(limits.concurrent_requests))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            limits.request_timeout,
+        ))
+        .layer(middleware::from_fn(error::head_limits))
+        .layer(middleware::from_fn_with_state(limits, error::error_bodies))
+        .layer(middleware::map_response(security_headers))
         .layer(CompressionLayer::new())
         .layer(TraceLayer::new_for_http())
+}
+
+/// What a browser may do with errbook's pages: scripts, styles and images only from
+/// errbook itself (no inline script, so injected markup cannot run), no framing, no
+/// MIME sniffing, and no paste-bearing URL leaked to other sites as a referrer.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+    style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; \
+    base-uri 'none'; frame-ancestors 'none'";
+
+async fn security_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
 }

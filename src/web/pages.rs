@@ -18,7 +18,7 @@ use super::error::AppError;
 use super::i18n::{self, Labels, Lang};
 use super::{assets, share};
 use crate::diagnose::{Diagnosis, Match, Verdict};
-use crate::kb::Entry;
+use crate::kb::{Entry, Kb};
 use crate::search::{Hit, SearchQuery};
 
 const PAGE_HITS: usize = 20;
@@ -124,11 +124,11 @@ pub struct ResultView<'a> {
     pub snippet_html: String,
 }
 
-fn result_views<'a>(state: &'a AppState, hits: Vec<Hit>) -> Vec<ResultView<'a>> {
+fn result_views(kb: &Kb, hits: Vec<Hit>) -> Vec<ResultView<'_>> {
     hits.into_iter()
         .filter_map(|hit| {
             Some(ResultView {
-                entry: state.index.kb().get(&hit.slug)?,
+                entry: kb.get(&hit.slug)?,
                 snippet_html: hit.snippet_html,
             })
         })
@@ -231,7 +231,8 @@ pub async fn home(
     ui: Ui,
     params: Result<Query<PageParams>, QueryRejection>,
 ) -> PageResult {
-    let kb = state.index.kb();
+    let served = state.served();
+    let kb = served.index.kb();
     render(HomePage {
         ui,
         listing: Listing::new(kb.entries().iter(), params, "/".into())?,
@@ -263,19 +264,20 @@ pub async fn search(
     ui: Ui,
     params: Result<Query<SearchParams>, QueryRejection>,
 ) -> PageResult {
+    let served = state.served();
     let Query(params) = params.map_err(|e| AppError::BadRequest(e.body_text()))?;
     if share::looks_like_paste(&params.q) {
         let link = share::path(&share::unflatten(&params.q));
         return Ok(Redirect::to(&link).into_response());
     }
     let query = SearchQuery::new(&params.q, params.tag.as_deref(), PAGE_HITS);
-    let hits = state.index.search(&query)?;
+    let hits = served.index.search(&query)?;
     render(SearchPage {
         ui,
         q: query.text,
         tag: query.tag,
-        results: result_views(&state, hits),
-        tags: state.index.kb().tags().collect(),
+        results: result_views(served.index.kb(), hits),
+        tags: served.index.kb().tags().collect(),
     })
 }
 
@@ -295,10 +297,11 @@ pub async fn entry(
     ui: Ui,
     Path(slug): Path<String>,
 ) -> Result<Response, AppError> {
+    let served = state.served();
     if let Some(slug) = slug.strip_suffix(".md") {
         return super::llms::entry_markdown(&state, slug);
     }
-    let kb = state.index.kb();
+    let kb = served.index.kb();
     let entry = kb
         .get(&slug)
         .ok_or_else(|| AppError::NotFound(format!("There is no entry `{slug}`.")))?;
@@ -324,7 +327,8 @@ pub async fn tag(
     Path(tag): Path<String>,
     params: Result<Query<PageParams>, QueryRejection>,
 ) -> PageResult {
-    let entries = state.index.kb().tagged(&tag);
+    let served = state.served();
+    let entries = served.index.kb().tagged(&tag);
     if entries.len() == 0 {
         return Err(AppError::NotFound(format!("No entry has the tag `{tag}`.")));
     }
@@ -427,14 +431,15 @@ pub async fn diagnose_shared(
 }
 
 fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
+    let served = state.served();
     if text.trim().is_empty() {
         return Err(AppError::BadRequest(
             "The paste is empty: paste a traceback or a log into the box.".into(),
         ));
     }
-    let mut diagnosis = state.diagnoser.diagnose_text(&text, 5)?;
+    let mut diagnosis = served.diagnoser.diagnose_text(&text, 5)?;
     let share = share::link(&text, &diagnosis);
-    let kb = state.index.kb();
+    let kb = served.index.kb();
     let mut views = diagnosis.matches.iter().filter_map(|m| {
         Some(MatchView {
             entry: kb.get(&m.slug)?,
@@ -446,7 +451,7 @@ fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
     let fix_html = top
         .as_ref()
         .and_then(|top| section_html(top.entry.html(), "fix"));
-    let closest = result_views(state, std::mem::take(&mut diagnosis.closest));
+    let closest = result_views(kb, std::mem::take(&mut diagnosis.closest));
     render(DiagnosePage {
         ui: Ui::new(lang, share.path.clone()),
         share_url: state.url(&share.path),

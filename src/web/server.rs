@@ -1,0 +1,67 @@
+//! The HTTP/1.1 server loop: per-connection limits that the router cannot set (the
+//! size of a request head, how long a client may take to send it) and a graceful
+//! stop that lets every request already received finish.
+
+use std::future::Future;
+use std::pin::pin;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+
+/// Largest request head (request line and headers) a connection buffers. A longer
+/// one gets 431 (414 for a long request line) from hyper before errbook sees it.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// How long a client may take to send a request's head.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a stop waits for requests in flight before closing their connections.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Serves `router` on `listener` until `shutdown` resolves; then stops accepting,
+/// lets the requests in flight finish (up to [`DRAIN_TIMEOUT`]) and returns.
+/// Idle keep-alive connections are closed at once.
+pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<Output = ()>) {
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = pin!(shutdown);
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(MAX_HEAD_BYTES);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                // Out of file descriptors, or a connection reset before it was
+                // accepted: neither stops the server. Pause so a full table can drain.
+                tracing::warn!(error = %err, "accepting a connection failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(router.clone());
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(err) = connection.await {
+                tracing::debug!(error = %err, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    let open = graceful.count();
+    tracing::info!(open, "stopped accepting; answering the requests in flight");
+    tokio::select! {
+        () = graceful.shutdown() => tracing::info!("every request answered"),
+        () = tokio::time::sleep(DRAIN_TIMEOUT) => {
+            tracing::warn!("requests still running after {DRAIN_TIMEOUT:?}; closing them");
+        }
+    }
+}

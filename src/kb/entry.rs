@@ -172,6 +172,15 @@ pub(super) struct Parsed {
     pub related_lines: Vec<usize>,
 }
 
+impl Entry {
+    /// Parses and validates the text of one entry file, as [`super::Kb::load`] does for
+    /// each file (checks across entries, like `related` slugs, aside). `path` names
+    /// the file in the problems returned.
+    pub fn from_file_text(path: &Path, text: &str) -> Result<Entry, Vec<Problem>> {
+        parse(path, text).map(|parsed| parsed.entry)
+    }
+}
+
 /// Parses and validates one file. Returns every problem found in it.
 pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
     let split = front_matter::split(text).map_err(|msg| vec![Problem::new(path, Some(1), msg)])?;

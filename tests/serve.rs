@@ -1,0 +1,418 @@
+//! The real server process: reloads on `--watch` and `SIGHUP`, a broken edit kept out,
+//! a graceful stop, the connection's own limits, and a knowledge base left untouched.
+#![cfg(unix)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::fixture_dir;
+
+const WATCHDOG: &str = "[rank0]:[E ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 600321 milliseconds before timing out.";
+
+/// A running `errbook serve`, killed when the test ends, pass or fail.
+struct Server {
+    child: Child,
+    addr: String,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    fn start(kb: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_errbook"))
+            .args([
+                "serve",
+                "--kb",
+                kb.to_str().unwrap(),
+                "--addr",
+                "127.0.0.1:0",
+            ])
+            .args(extra)
+            .env("RUST_LOG", "errbook=info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut addr = None;
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                addr = Some(rest.split_whitespace().next().unwrap().to_string());
+                break;
+            }
+        }
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Server {
+            child,
+            addr: addr.expect("the server logs its address"),
+            log,
+        }
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: sends a signal to our own child process.
+        let done = unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+        assert_eq!(done, 0, "kill failed");
+    }
+
+    fn logged(&self, needle: &str) -> bool {
+        self.log.lock().unwrap().iter().any(|l| l.contains(needle))
+    }
+
+    fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the server did not exit");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        request(&self.addr, &format!("GET {path} HTTP/1.1\r\n"), "")
+    }
+
+    fn json(&self, path: &str) -> serde_json::Value {
+        let (status, body) = self.get(path);
+        assert_eq!(status, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// Polls `path` until `done` holds for its JSON; every answer on the way must be a
+    /// 200 (the server keeps answering while it rebuilds).
+    fn until(&self, path: &str, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let value = self.json(path);
+            if done(&value) {
+                return value;
+            }
+            assert!(Instant::now() < deadline, "{path} never changed: {value}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One request on a fresh connection: `head` is the request line; the body, if any,
+/// is sent as JSON.
+fn request(addr: &str, line: &str, body: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let body_headers = if body.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        )
+    };
+    write!(
+        stream,
+        "{line}Host: {addr}\r\nConnection: close\r\n{body_headers}\r\n{body}"
+    )
+    .unwrap();
+    read_response(&mut stream)
+}
+
+fn read_response(stream: &mut TcpStream) -> (u16, String) {
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let response = String::from_utf8_lossy(&raw).into_owned();
+    let status = response
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// A copy of the fixture knowledge base the test may edit.
+fn kb_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixture_dir(), dir.path());
+    dir
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// Edits `file` in `dir` by replacing `from` with `to`.
+fn edit(dir: &Path, file: &str, from: &str, to: &str) {
+    let path = dir.join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "{file} lacks {from:?}");
+    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+}
+
+fn title(server: &Server) -> String {
+    server.json("/api/v1/entries/view-inplace")["title"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+const TITLE: &str = "A view returned by a multi-output function is modified in place";
+
+#[test]
+fn watch_reloads_edits_and_keeps_the_last_good_kb_when_an_edit_breaks_it() {
+    let kb = kb_copy();
+    let server = Server::start(kb.path(), &["--watch"]);
+    assert_eq!(title(&server), TITLE);
+
+    edit(
+        kb.path(),
+        "view-inplace.md",
+        TITLE,
+        "Edited: a view modified in place",
+    );
+    server.until("/api/v1/entries/view-inplace", |e| {
+        e["title"] == "Edited: a view modified in place"
+    });
+    let health = server.json("/healthz");
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["reloads"], 1);
+
+    // A typo in a field name: the edit is refused, the last good entry stays.
+    edit(kb.path(), "view-inplace.md", "\ntitle:", "\ntitel:");
+    let health = server.until("/healthz", |h| h["status"] == "reload_failed");
+    let problems = health["reload_error"]["problems"].to_string();
+    assert!(
+        problems.contains("view-inplace.md:3") && problems.contains("titel"),
+        "{health}"
+    );
+    assert_eq!(title(&server), "Edited: a view modified in place");
+    assert!(server.logged("reload failed"), "the failure is logged");
+    // `errbook check` names the same problem.
+    let check = Command::new(env!("CARGO_BIN_EXE_errbook"))
+        .args(["check", "--kb", kb.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!check.status.success());
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(stderr.contains("view-inplace.md:3"), "{stderr}");
+
+    // Fixed again: served, and the error is gone.
+    edit(kb.path(), "view-inplace.md", "\ntitel:", "\ntitle:");
+    let health = server.until("/healthz", |h| h["status"] == "ok");
+    assert_eq!(health["reloads"], 2);
+    assert_eq!(health["failed_reloads"], 1);
+    assert!(health["reload_error"].is_null());
+
+    // A new entry appears; a deleted one goes.
+    std::fs::copy(
+        kb.path().join("view-inplace.md"),
+        kb.path().join("memory").join("view-inplace-2.md"),
+    )
+    .unwrap();
+    edit(
+        &kb.path().join("memory"),
+        "view-inplace-2.md",
+        "slug: view-inplace",
+        "slug: view-inplace-2",
+    );
+    server.until("/api/v1/entries", |e| {
+        e["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["slug"] == "view-inplace-2")
+    });
+    std::fs::remove_file(kb.path().join("memory").join("view-inplace-2.md")).unwrap();
+    server.until("/api/v1/entries", |e| {
+        !e["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["slug"] == "view-inplace-2")
+    });
+}
+
+#[test]
+fn sighup_reloads_the_kb_without_watch() {
+    let kb = kb_copy();
+    let server = Server::start(kb.path(), &[]);
+    edit(kb.path(), "view-inplace.md", TITLE, "Reloaded by SIGHUP");
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(title(&server), TITLE, "no reload without --watch or SIGHUP");
+
+    server.signal(libc::SIGHUP);
+    server.until("/api/v1/entries/view-inplace", |e| {
+        e["title"] == "Reloaded by SIGHUP"
+    });
+    // A broken knowledge base on SIGHUP: still serving, error on /healthz.
+    edit(
+        kb.path(),
+        "view-inplace.md",
+        "slug: view-inplace",
+        "slug: Not A Slug",
+    );
+    server.signal(libc::SIGHUP);
+    let health = server.until("/healthz", |h| h["status"] == "reload_failed");
+    assert!(
+        health["reload_error"]["problems"]
+            .to_string()
+            .contains("view-inplace.md")
+    );
+    assert_eq!(title(&server), "Reloaded by SIGHUP");
+}
+
+#[test]
+fn sigterm_lets_the_request_in_flight_finish_then_exits_0() {
+    let mut server = Server::start(&fixture_dir(), &[]);
+    // An idle keep-alive connection must not hold up the stop.
+    let mut idle = TcpStream::connect(&server.addr).unwrap();
+    write!(idle, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut first = [0u8; 12];
+    idle.read_exact(&mut first).unwrap();
+    assert_eq!(&first[9..12], b"200");
+
+    // A paste half uploaded when the signal comes.
+    let body = serde_json::json!({ "text": WATCHDOG }).to_string();
+    let (head, tail) = body.split_at(body.len() / 2);
+    let mut upload = TcpStream::connect(&server.addr).unwrap();
+    upload
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        upload,
+        "POST /api/v1/diagnose HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{head}",
+        body.len()
+    )
+    .unwrap();
+    upload.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    server.signal(libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(500));
+
+    // No new connections are taken...
+    assert!(
+        TcpStream::connect(&server.addr).is_err(),
+        "the listener is closed"
+    );
+    assert!(server.child.try_wait().unwrap().is_none(), "still draining");
+    // ...but the request in flight is answered.
+    upload.write_all(tail.as_bytes()).unwrap();
+    let (status, answer) = read_response(&mut upload);
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("watchdog-timeout"), "{answer}");
+
+    let status = server.wait_exit(Duration::from_secs(10));
+    assert!(status.success(), "exit status {status}");
+    assert!(server.logged("every request answered"));
+}
+
+#[test]
+fn ctrl_c_stops_the_server_with_exit_0() {
+    let mut server = Server::start(&fixture_dir(), &[]);
+    assert_eq!(server.get("/healthz").0, 200);
+    server.signal(libc::SIGINT);
+    let status = server.wait_exit(Duration::from_secs(10));
+    assert!(status.success(), "exit status {status}");
+}
+
+#[test]
+fn the_connection_refuses_a_request_head_over_64_kib() {
+    let server = Server::start(&fixture_dir(), &[]);
+    let filler = "v".repeat(100 * 1024);
+    let (status, _) = request(
+        &server.addr,
+        &format!("GET /healthz HTTP/1.1\r\nX-Filler: {filler}\r\n"),
+        "",
+    );
+    assert_eq!(status, 431);
+    let (status, _) = request(
+        &server.addr,
+        &format!("GET /search?q={filler} HTTP/1.1\r\n"),
+        "",
+    );
+    assert!(matches!(status, 414 | 431), "{status}");
+    // The server is unharmed.
+    assert_eq!(server.get("/healthz").0, 200);
+}
+
+/// Every file under `dir`: its bytes and modification time.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, std::time::SystemTime)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let entry = entry.unwrap();
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+            let bytes = if meta.is_file() {
+                std::fs::read(entry.path()).unwrap()
+            } else {
+                Vec::new()
+            };
+            out.insert(entry.path(), (bytes, meta.modified().unwrap()));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_server_never_writes_to_the_kb() {
+    let kb = kb_copy();
+    let before = snapshot(kb.path());
+    let mut server = Server::start(kb.path(), &["--watch"]);
+    for path in [
+        "/",
+        "/search?q=nccl",
+        "/entries/view-inplace",
+        "/tags/nccl",
+        "/api/v1/entries",
+        "/llms.txt",
+        "/entries/view-inplace.md",
+    ] {
+        assert_eq!(server.get(path).0, 200, "{path}");
+    }
+    let body = serde_json::json!({ "text": WATCHDOG }).to_string();
+    let (status, _) = request(&server.addr, "POST /api/v1/diagnose HTTP/1.1\r\n", &body);
+    assert_eq!(status, 200);
+    server.signal(libc::SIGHUP);
+    server.until("/healthz", |h| h["reloads"] == 1);
+    server.signal(libc::SIGTERM);
+    assert!(server.wait_exit(Duration::from_secs(10)).success());
+    assert_eq!(snapshot(kb.path()), before, "the kb folder changed");
+}

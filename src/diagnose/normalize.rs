@@ -123,4 +123,55 @@ mod tests {
             ["rank", "pid"]
         );
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::{normalize, query_words};
+
+        /// Text shaped like log messages: words, numbers, hex, paths, addresses and
+        /// punctuation, so the rules fire and overlap.
+        fn loggy() -> impl Strategy<Value = String> {
+            let piece = prop_oneof![
+                "[a-zA-Z_]{1,12}",
+                "[0-9]{1,8}",
+                "[0-9]{1,3}\\.[0-9]{1,4}(e-[0-9])?",
+                "0x[0-9a-fA-F]{1,12}",
+                "[0-9a-f]{10,16}",
+                "([A-Z]:)?([/\\\\][a-z0-9._+@~-]{1,6}){1,4}",
+                "[0-9]{1,3}(\\.[0-9]{1,3}){3}(:[0-9]{1,5})?",
+                "[ :;,()=<>\\[\\]/\\\\.-]{1,3}",
+                "\\PC{1,4}",
+            ];
+            prop::collection::vec(piece, 0..24).prop_map(|parts| parts.concat())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+
+            #[test]
+            fn normalising_is_idempotent(text in loggy()) {
+                let once = normalize(&text);
+                prop_assert_eq!(normalize(&once), once);
+            }
+
+            #[test]
+            fn any_text_normalises_without_panicking_and_boundedly(text in "\\PC*|.*") {
+                let out = normalize(&text);
+                // The largest growth is a lone digit becoming `<n>`.
+                prop_assert!(out.len() <= 3 * text.trim().len(), "{out:?} from {text:?}");
+                prop_assert!(query_words(&text).len() <= out.len());
+            }
+
+            #[test]
+            fn log_text_normalises_boundedly(text in loggy()) {
+                let out = normalize(&text);
+                prop_assert!(out.len() <= 3 * text.trim().len(), "{out:?} from {text:?}");
+                let words = query_words(&text);
+                for placeholder in ["<n>", "<hex>", "<ip>", "<path>/"] {
+                    prop_assert!(!words.contains(placeholder), "{words:?}");
+                }
+            }
+        }
+    }
 }

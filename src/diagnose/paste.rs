@@ -3,17 +3,22 @@
 //! lines (the same traceback from every rank) kept once. Bounded in memory, linear in size.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::io::BufRead;
 use std::sync::LazyLock;
 
 use regex::Regex;
 
-/// Most lines kept from one paste; past this only error-looking lines are kept.
+/// Most lines kept from the start of one paste; past this only error-looking lines
+/// are kept.
 const MAX_LINES: usize = 20_000;
-/// Hard cap, error-looking lines included.
+/// Error-looking lines kept past [`MAX_LINES`]: the last ones of the paste.
 const MAX_ERROR_LINES: usize = 20_000;
+/// Most text kept from the start of a paste, in bytes.
+const MAX_HEAD_BYTES: usize = 8 << 20;
+/// Most text kept in the last error lines, in bytes.
+const MAX_TAIL_BYTES: usize = 4 << 20;
 /// Longest line kept, in bytes; the rest of a longer line is cut.
 const MAX_LINE_BYTES: usize = 8 * 1024;
 
@@ -49,7 +54,8 @@ impl Paste {
     pub fn from_text(text: &str) -> Paste {
         let mut builder = Builder::default();
         for line in text.lines() {
-            builder.push(line);
+            // As `from_reader` does: a lone `\r` at the end is not part of the line.
+            builder.push(line.trim_end_matches('\r'));
         }
         builder.finish()
     }
@@ -92,7 +98,14 @@ impl Paste {
 
 #[derive(Default)]
 struct Builder {
+    /// The first [`MAX_LINES`] distinct lines.
     lines: Vec<Line>,
+    /// After those, the last [`MAX_ERROR_LINES`] error-looking ones (a long log's
+    /// final traceback is what matters), each with its dedup hash.
+    tail: VecDeque<(u64, Line)>,
+    /// Bytes of text in `lines` and in `tail`.
+    head_bytes: usize,
+    tail_bytes: usize,
     /// Hashes of the dedup keys of the lines kept (64 bits: a collision between two
     /// different lines of one paste is not a practical concern).
     seen: HashSet<u64>,
@@ -110,7 +123,7 @@ impl Builder {
         let number = self.total;
         let raw = cut(raw, MAX_LINE_BYTES);
         // Past the line budget, only error-looking lines are worth cleaning at all.
-        if self.lines.len() >= MAX_LINES && !looks_like_error(raw) {
+        if self.head_full() && !looks_like_error(raw) {
             self.truncated = true;
             return;
         }
@@ -123,7 +136,7 @@ impl Builder {
         // that carried a prefix (rank, timestamp) starts a record of its own, and a
         // joined line never grows past the line limit.
         let had_prefix = text.len() < raw.trim().len();
-        if let Some(prev) = self.lines.last_mut()
+        if let Some(prev) = self.last_mut()
             && !had_prefix
             && prev.last + 1 == number
             && prev.text.len() + text.len() <= MAX_LINE_BYTES
@@ -132,29 +145,66 @@ impl Builder {
             prev.text.push_str(&text);
             prev.raw_chars = raw_chars;
             prev.last = number;
+            if self.tail.is_empty() {
+                self.head_bytes += text.len();
+            } else {
+                self.tail_bytes += text.len();
+            }
+            return;
+        }
+        let full = self.head_full();
+        if full && !looks_like_error(&text) {
+            self.truncated = true;
             return;
         }
         dedup_key(&text, &mut self.key);
-        if !self.seen.insert(self.hasher.hash_one(&self.key)) {
+        let hash = self.hasher.hash_one(&self.key);
+        if !self.seen.insert(hash) {
             self.duplicates += 1;
             return;
         }
-        if self.lines.len() >= MAX_LINES {
-            self.truncated = true;
-            if !looks_like_error(&text) || self.lines.len() >= MAX_LINES + MAX_ERROR_LINES {
-                return;
-            }
-        }
-        self.lines.push(Line {
+        let line = Line {
             number,
             rank,
             text,
             raw_chars,
             last: number,
-        });
+        };
+        if !full {
+            self.head_bytes += line.text.len();
+            self.lines.push(line);
+            return;
+        }
+        // Past the budget: keep the latest error lines, forgetting the oldest (and
+        // its hash, so memory stays bounded however long the log).
+        self.truncated = true;
+        self.tail_bytes += line.text.len();
+        self.tail.push_back((hash, line));
+        while self.tail.len() > MAX_ERROR_LINES || self.tail_bytes > MAX_TAIL_BYTES {
+            let Some((oldest, line)) = self.tail.pop_front() else {
+                break;
+            };
+            self.seen.remove(&oldest);
+            self.tail_bytes -= line.text.len();
+        }
     }
 
-    fn finish(self) -> Paste {
+    /// Whether the start of the paste has used its budget.
+    fn head_full(&self) -> bool {
+        self.lines.len() >= MAX_LINES || self.head_bytes >= MAX_HEAD_BYTES
+    }
+
+    /// The line kept last.
+    fn last_mut(&mut self) -> Option<&mut Line> {
+        match self.tail.back_mut() {
+            Some((_, line)) => Some(line),
+            None => self.lines.last_mut(),
+        }
+    }
+
+    fn finish(mut self) -> Paste {
+        self.lines
+            .extend(self.tail.into_iter().map(|(_, line)| line));
         Paste {
             lines: self.lines,
             total_lines: self.total,
@@ -438,5 +488,144 @@ mod tests {
         let paste = Paste::from_reader(bytes).unwrap();
         assert_eq!(paste.total_lines, 2);
         assert!(paste.lines[0].text.starts_with("RuntimeError: bad"));
+    }
+
+    /// A log generated as it is read: `lines` lines made by `line(i)`.
+    struct Generated<F> {
+        next: usize,
+        lines: usize,
+        line: F,
+        pending: Vec<u8>,
+        at: usize,
+    }
+
+    impl<F: FnMut(usize) -> String> std::io::Read for Generated<F> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.at == self.pending.len() {
+                if self.next == self.lines {
+                    return Ok(0);
+                }
+                self.pending = (self.line)(self.next).into_bytes();
+                self.pending.push(b'\n');
+                self.at = 0;
+                self.next += 1;
+            }
+            let n = buf.len().min(self.pending.len() - self.at);
+            buf[..n].copy_from_slice(&self.pending[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_100_mb_log_is_read_in_bounded_memory_keeping_its_final_traceback() {
+        let lines = 400_000;
+        let mut bytes = 0usize;
+        let log = Generated {
+            next: 0,
+            lines,
+            pending: Vec::new(),
+            at: 0,
+            line: |i: usize| {
+                let line = if i == lines - 1 {
+                    "RuntimeError: the final failure".to_string()
+                } else if i.is_multiple_of(10) {
+                    // Error-looking lines, each different (a word, not a number).
+                    format!(
+                        "UserWarning: skipped sample {} {}",
+                        word(i),
+                        "w".repeat(200)
+                    )
+                } else {
+                    format!("step {i} loss 0.5 {}", "x".repeat(240))
+                };
+                bytes += line.len() + 1;
+                line
+            },
+        };
+        let paste = Paste::from_reader(std::io::BufReader::new(log)).unwrap();
+        assert!(bytes > 100_000_000, "{bytes} bytes");
+        assert_eq!(paste.total_lines, lines);
+        assert!(paste.truncated);
+        assert!(paste.lines.len() <= MAX_LINES + MAX_ERROR_LINES);
+        let kept: usize = paste.lines.iter().map(|l| l.text.len()).sum();
+        assert!(
+            kept <= MAX_HEAD_BYTES + MAX_TAIL_BYTES + 2 * MAX_LINE_BYTES,
+            "{kept} bytes kept"
+        );
+        let last = paste.lines.last().unwrap();
+        assert_eq!(last.text, "RuntimeError: the final failure");
+        assert_eq!(last.number, lines);
+        assert!(paste.lines.windows(2).all(|w| w[0].number < w[1].number));
+    }
+
+    /// A distinct lowercase word for `i`.
+    fn word(mut i: usize) -> String {
+        let mut out = String::new();
+        loop {
+            out.push((b'a' + (i % 26) as u8) as char);
+            i /= 26;
+            if i == 0 {
+                return out;
+            }
+        }
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::{MAX_LINE_BYTES, Paste};
+
+        /// Lines like those of real logs: prefixes, colours, tracebacks, noise.
+        fn loggy_line() -> impl Strategy<Value = String> {
+            prop_oneof![
+                "\\[rank[0-9]\\]: ?",
+                "\\[default[0-9]\\]:",
+                "[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:,]{8,12} - ",
+                "\\x1b\\[[0-9;]{1,5}m",
+                "Traceback \\(most recent call last\\):",
+                "  File \"[a-z/]{1,20}\\.py\", line [0-9]{1,4}, in [a-z_]{1,8}",
+                "[A-Z][a-zA-Z]{2,12}Error: \\PC{0,60}",
+                "\\PC{0,200}",
+                "[ \\t\\r]{0,4}",
+            ]
+        }
+
+        fn loggy_text() -> impl Strategy<Value = String> {
+            prop::collection::vec(prop::collection::vec(loggy_line(), 1..3), 0..40).prop_map(
+                |lines| {
+                    lines
+                        .into_iter()
+                        .map(|l| l.concat())
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                },
+            )
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(500))]
+
+            #[test]
+            fn any_paste_cleans_into_ordered_bounded_lines(text in loggy_text()) {
+                let paste = Paste::from_text(&text);
+                prop_assert_eq!(paste.total_lines, text.lines().count());
+                for line in &paste.lines {
+                    prop_assert!(line.text.len() <= MAX_LINE_BYTES);
+                    prop_assert!(!line.text.trim().is_empty());
+                    prop_assert!(line.number >= 1 && line.number <= paste.total_lines);
+                }
+                prop_assert!(paste.lines.windows(2).all(|w| w[0].number < w[1].number));
+                // Reading the same text as a stream gives the same lines.
+                let streamed = Paste::from_reader(text.as_bytes()).unwrap();
+                prop_assert_eq!(streamed.lines, paste.lines);
+            }
+
+            #[test]
+            fn any_bytes_read_without_panicking(bytes in prop::collection::vec(any::<u8>(), 0..2000)) {
+                let paste = Paste::from_reader(&bytes[..]).unwrap();
+                prop_assert!(paste.lines.len() <= paste.total_lines);
+            }
+        }
     }
 }

@@ -349,22 +349,44 @@ fn ctrl_c_stops_the_server_with_exit_0() {
     assert!(status.success(), "exit status {status}");
 }
 
+/// Sends a request head too large for the connection: the answer's status, or `None`
+/// when the server closed the connection before the rest could be sent or read (it
+/// answers and closes without reading the rest, so the kernel may reset first).
+fn oversized(addr: &str, head: &str) -> Option<u16> {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let _ = stream.write_all(head.as_bytes());
+    // The status line is enough (after a 431, hyper keeps the connection open until
+    // its header timeout).
+    let mut status = [0u8; 12];
+    match stream.read_exact(&mut status) {
+        Ok(()) => Some(String::from_utf8_lossy(&status)[9..12].parse().unwrap()),
+        Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => None,
+        Err(err) => panic!("{err}"),
+    }
+}
+
 #[test]
 fn the_connection_refuses_a_request_head_over_64_kib() {
     let server = Server::start(&fixture_dir(), &[]);
     let filler = "v".repeat(100 * 1024);
-    let (status, _) = request(
-        &server.addr,
-        &format!("GET /healthz HTTP/1.1\r\nX-Filler: {filler}\r\n"),
-        "",
-    );
-    assert_eq!(status, 431);
-    let (status, _) = request(
-        &server.addr,
-        &format!("GET /search?q={filler} HTTP/1.1\r\n"),
-        "",
-    );
-    assert!(matches!(status, 414 | 431), "{status}");
+    let mut answered = Vec::new();
+    for _ in 0..5 {
+        let header = oversized(
+            &server.addr,
+            &format!("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Filler: {filler}\r\n\r\n"),
+        );
+        assert!(matches!(header, Some(431) | None), "{header:?}");
+        let line = oversized(
+            &server.addr,
+            &format!("GET /search?q={filler} HTTP/1.1\r\nHost: x\r\n\r\n"),
+        );
+        assert!(matches!(line, Some(414 | 431) | None), "{line:?}");
+        answered.extend(header.into_iter().chain(line));
+    }
+    assert!(!answered.is_empty(), "never answered 431 or 414");
     // The server is unharmed.
     assert_eq!(server.get("/healthz").0, 200);
 }

@@ -11,6 +11,7 @@
 # the runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/common.sh
 
 kb=kb
 duration=10s
@@ -33,37 +34,19 @@ fi
 
 cargo build --release --quiet
 work=$(mktemp -d)
+server=
 trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-NO_COLOR=1 RUST_LOG=errbook=info ./target/release/errbook serve --kb "$kb" --addr "127.0.0.1:$port" \
-    >"$work/server.log" 2>&1 &
-server=$!
-for _ in $(seq 1 6000); do
-    grep -q "listening on" "$work/server.log" && break
-    kill -0 "$server" 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
-    sleep 0.05
-done
+start_errbook "$kb" "$work/server.log"
 ready_ms=$(grep -o 'ready_ms=[0-9]*' "$work/server.log" | cut -d= -f2)
 entries=$(grep -o 'entries=[0-9]*' "$work/server.log" | cut -d= -f2)
 sleep 1
-rss() { awk '/VmRSS/ { printf "%.1f MB", $2 / 1024 }' "/proc/$server/status"; }
+rss() { echo "$(rss_mb "$server") MB"; }
 idle=$(rss)
 
-python3 - "$work" "$paste" <<'PY'
-import json, sys, urllib.parse
-work, paste = sys.argv[1], sys.argv[2]
-with open("benches/load/queries.txt", encoding="utf-8") as f, open(f"{work}/queries.enc", "w") as out:
-    for line in f:
-        if line.strip():
-            out.write(urllib.parse.quote(line.strip()) + "\n")
-with open(paste, encoding="utf-8") as f, open(f"{work}/paste.json", "w") as out:
-    json.dump({"text": f.read()}, out)
-PY
+write_load_inputs "$work" "$paste" "$kb"
 paste_bytes=$(wc -c <"$paste")
 url="http://127.0.0.1:$port"
-entry=$(basename "$(find "$kb" -name '*.md' ! -name README.md -print -quit)" .md)
-export QUERIES="$work/queries.enc" PASTE_JSON="$work/paste.json" ENTRY="$entry"
 
 run() { # name script (CONNS overrides the connections, for one request at a time)
     local c=${CONNS:-$connections} t=2

@@ -12,11 +12,10 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::http::{Method, Request, StatusCode, header};
-use common::{Reply, encode, fixture_dir, get, post_form, send};
+use common::{Reply, encode, fixture_dir, get, post_form, reply_of, send};
 use errbook::kb::Kb;
 use errbook::search::SearchIndex;
 use errbook::{AppState, app};
-use http_body_util::BodyExt;
 use hyper::body::Frame;
 use tokio::sync::mpsc;
 use tower::ServiceExt;
@@ -29,17 +28,6 @@ fn app_with(configure: impl FnOnce(&mut AppState)) -> Router {
     let mut state = AppState::new(SearchIndex::build(Arc::new(kb)).unwrap());
     configure(&mut state);
     app(state)
-}
-
-async fn reply_of(response: axum::response::Response) -> Reply {
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    Reply {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&bytes).into_owned(),
-    }
 }
 
 /// A request body the test sends piece by piece, or never finishes.

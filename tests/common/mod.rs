@@ -47,7 +47,11 @@ impl Reply {
 }
 
 pub async fn send(request: Request<Body>) -> Reply {
-    let response = fixture_app().oneshot(request).await.expect("infallible");
+    reply_of(fixture_app().oneshot(request).await.expect("infallible")).await
+}
+
+/// A response, read whole.
+pub async fn reply_of(response: axum::response::Response) -> Reply {
     let status = response.status();
     let headers = response.headers().clone();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();

@@ -1,0 +1,47 @@
+# Shared by load.sh and soak.sh (sourced): starting the release server and writing
+# the inputs the wrk scripts in benches/load/ read.
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_errbook KB LOG: starts `errbook serve` on a free port, logging to LOG, and
+# waits until it listens. Sets `server` (its PID) and `port`.
+start_errbook() {
+    port=$(free_port)
+    NO_COLOR=1 RUST_LOG=errbook=info ./target/release/errbook serve --kb "$1" \
+        --addr "127.0.0.1:$port" >"$2" 2>&1 &
+    server=$!
+    for _ in $(seq 1 6000); do
+        grep -q "listening on" "$2" && return 0
+        kill -0 "$server" 2>/dev/null || { cat "$2" >&2; exit 1; }
+        sleep 0.05
+    done
+    echo "errbook did not start" >&2
+    exit 1
+}
+
+# write_load_inputs WORK PASTE KB: URL-encodes benches/load/queries.txt into
+# WORK/queries.enc, wraps PASTE as WORK/paste.json, and exports QUERIES, PASTE_JSON
+# and ENTRY (an entry of KB) for the wrk scripts.
+write_load_inputs() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys, urllib.parse
+work, paste = sys.argv[1], sys.argv[2]
+with open("benches/load/queries.txt", encoding="utf-8") as f, open(f"{work}/queries.enc", "w") as out:
+    for line in f:
+        if line.strip():
+            out.write(urllib.parse.quote(line.strip()) + "\n")
+with open(paste, encoding="utf-8") as f, open(f"{work}/paste.json", "w") as out:
+    json.dump({"text": f.read()}, out)
+PY
+    QUERIES="$1/queries.enc"
+    PASTE_JSON="$1/paste.json"
+    ENTRY=$(basename "$(find "$3" -name '*.md' ! -name README.md -print -quit)" .md)
+    export QUERIES PASTE_JSON ENTRY
+}
+
+# rss_mb PID: resident memory in MB.
+rss_mb() {
+    awk '/VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"
+}

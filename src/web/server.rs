@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::pin::pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -11,7 +12,8 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Largest request head (request line and headers) a connection buffers. A longer
 /// one gets 431 (414 for a long request line) from hyper before errbook sees it.
@@ -20,6 +22,9 @@ pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a stop waits for requests in flight before closing their connections.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Connections open at once; more wait in the kernel's backlog until one closes.
+/// Each may buffer up to [`MAX_HEAD_BYTES`], so this bounds that memory too.
+pub const MAX_CONNECTIONS: usize = 4096;
 
 /// Serves `router` on `listener` until `shutdown` resolves; then stops accepting,
 /// lets the requests in flight finish (up to [`DRAIN_TIMEOUT`]) and returns.
@@ -31,13 +36,14 @@ pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<
     http.timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
         .max_buf_size(MAX_HEAD_BYTES);
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
+            accepted = accept(&listener, &slots) => accepted,
             () = &mut shutdown => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, slot) = match accepted {
+            Ok(accepted) => accepted,
             Err(err) => {
                 // Out of file descriptors, or a connection reset before it was
                 // accepted: neither stops the server. Pause so a full table can drain.
@@ -53,6 +59,7 @@ pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<
             if let Err(err) = connection.await {
                 tracing::debug!(error = %err, "connection ended with an error");
             }
+            drop(slot);
         });
     }
     drop(listener);
@@ -64,4 +71,18 @@ pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<
             tracing::warn!("requests still running after {DRAIN_TIMEOUT:?}; closing them");
         }
     }
+}
+
+/// The next connection, once fewer than [`MAX_CONNECTIONS`] are open.
+async fn accept(
+    listener: &TcpListener,
+    slots: &Arc<Semaphore>,
+) -> std::io::Result<(TcpStream, OwnedSemaphorePermit)> {
+    let slot = slots
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(std::io::Error::other)?;
+    let (stream, _) = listener.accept().await?;
+    Ok((stream, slot))
 }

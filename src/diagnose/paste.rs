@@ -483,6 +483,21 @@ mod tests {
     }
 
     #[test]
+    fn a_trailing_carriage_return_is_not_part_of_the_line() {
+        // Found by the property test: `str::lines` keeps a lone final `\r`.
+        let text = "Traceback (most recent call last):\r";
+        let from_text = Paste::from_text(text);
+        assert_eq!(
+            from_text.lines[0].text,
+            "Traceback (most recent call last):"
+        );
+        assert_eq!(
+            from_text.lines,
+            Paste::from_reader(text.as_bytes()).unwrap().lines
+        );
+    }
+
+    #[test]
     fn reader_decodes_invalid_utf8_lossily() {
         let bytes: &[u8] = b"RuntimeError: bad \xff byte\nnext\n";
         let paste = Paste::from_reader(bytes).unwrap();

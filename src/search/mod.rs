@@ -543,7 +543,9 @@ impl Bm25StatisticsProvider for GlobalStats {
             .doc_freqs
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        if known.len() < DOC_FREQS {
+        // Terms no entry holds are not kept, so endless new words in queries cannot
+        // crowd out the real ones.
+        if held > 0 && known.len() < DOC_FREQS {
             known.insert(term.clone(), held);
         }
         Ok(held)

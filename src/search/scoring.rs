@@ -208,10 +208,17 @@ type TermCache = quick_cache::sync::Cache<Box<str>, Impacts, ImpactsWeight>;
 struct ImpactsWeight;
 
 impl quick_cache::Weighter<Box<str>, Impacts> for ImpactsWeight {
-    fn weight(&self, _: &Box<str>, impacts: &Impacts) -> u64 {
-        impacts.len() as u64 + 1
+    /// In impacts (8 bytes each): the term's impacts, plus its text and the cache's
+    /// own bookkeeping, so that many short terms cannot fill memory the budget does
+    /// not count.
+    fn weight(&self, term: &Box<str>, impacts: &Impacts) -> u64 {
+        impacts.len() as u64 + (term.len() as u64 + ENTRY_OVERHEAD_BYTES).div_ceil(8)
     }
 }
+
+/// What a cached term costs beside its impacts: its key's allocation, the `Arc`'s
+/// counts and the cache's slot.
+const ENTRY_OVERHEAD_BYTES: u64 = 64;
 
 /// One cache per analyzer. Words are most of every query; identifier parts and grams
 /// get a quarter of the budget each.
@@ -305,7 +312,11 @@ impl Scorer {
             return Ok(found);
         }
         let impacts: Impacts = self.read_impacts(kind, term)?.into();
-        cache.insert(term.into(), impacts.clone());
+        // A term no entry holds is not kept: queries bring endless new words (typos,
+        // numbers, IDs), and looking one up again costs only a dictionary miss.
+        if !impacts.is_empty() {
+            cache.insert(term.into(), impacts.clone());
+        }
         Ok(impacts)
     }
 

@@ -15,8 +15,8 @@ use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::AppState;
 use super::error::{ApiError, AppError, Problem};
-use super::{AppState, MAX_BODY_BYTES};
 use crate::diagnose::{Confidence, Evidence, Parsed, Verdict};
 use crate::kb::Entry;
 use crate::search::{Hit, MAX_LIMIT, SearchQuery};
@@ -460,10 +460,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for LossyJson<T> {
             Bytes::from_request(request, state)
                 .await
                 .map_err(|rejection| match rejection.status() {
-                    StatusCode::PAYLOAD_TOO_LARGE => AppError::PayloadTooLarge(format!(
-                        "the request body is over the limit of {MAX_BODY_BYTES} bytes; send the \
-                     part of the log around the failure"
-                    )),
+                    StatusCode::PAYLOAD_TOO_LARGE => AppError::body_too_large(),
                     _ => AppError::BadRequest(rejection.body_text()),
                 })?;
         let text = String::from_utf8_lossy(&bytes);

@@ -56,6 +56,15 @@ impl AppError {
         }
     }
 
+    /// A request body over [`super::MAX_BODY_BYTES`], however it was noticed.
+    pub fn body_too_large() -> AppError {
+        AppError::PayloadTooLarge(format!(
+            "the request body is over the limit of {} bytes; send the part of the log \
+             around the failure",
+            super::MAX_BODY_BYTES
+        ))
+    }
+
     /// What the user may read: the message for client errors, a generic line for ours.
     fn public_detail(&self) -> String {
         if let AppError::Unavailable(detail) = self {
@@ -189,11 +198,7 @@ pub async fn error_bodies(State(limits): State<Limits>, request: Request, next: 
                 .map(|a| format!("; use {a}"))
                 .unwrap_or_default()
         )),
-        StatusCode::PAYLOAD_TOO_LARGE => AppError::PayloadTooLarge(format!(
-            "the request body is over the limit of {} bytes; send the part of the log \
-             around the failure",
-            super::MAX_BODY_BYTES
-        )),
+        StatusCode::PAYLOAD_TOO_LARGE => AppError::body_too_large(),
         StatusCode::UNSUPPORTED_MEDIA_TYPE => {
             AppError::UnsupportedMediaType("send the body as application/json".into())
         }

@@ -13,7 +13,10 @@ RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin errbo
 WORKDIR /app
 COPY --from=build /src/target/release/errbook /usr/local/bin/errbook
 COPY kb ./kb
+ENV ERRBOOK_KB=/app/kb ERRBOOK_INDEX_CACHE=/var/cache/errbook
+# Index the entries now (`check` stores the indexes it builds), so that a container
+# starts by opening them; the server may store new ones after a reload.
+RUN errbook check && chown -R errbook /var/cache/errbook
 USER errbook
-ENV ERRBOOK_KB=/app/kb
 EXPOSE 8080
 CMD ["errbook", "serve", "--addr", "0.0.0.0:8080"]

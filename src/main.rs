@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 use errbook::diagnose::{Diagnoser, Paste, Verdict};
 use errbook::kb::{Kb, LoadError};
 use errbook::reload::Reloader;
-use errbook::search::{SearchIndex, SearchQuery};
+use errbook::search::{IndexStore, SearchError, SearchIndex, SearchQuery};
 use errbook::web::server;
 
 mod eval;
@@ -33,6 +33,38 @@ struct KbArg {
     /// Folder of Markdown entries.
     #[arg(long, env = "ERRBOOK_KB", default_value = "kb")]
     kb: PathBuf,
+    /// Folder where built indexes are kept, so that the next start with the same
+    /// entries opens them instead of building them [default: $XDG_CACHE_HOME/errbook,
+    /// or ~/.cache/errbook].
+    #[arg(long, env = "ERRBOOK_INDEX_CACHE")]
+    index_cache: Option<PathBuf>,
+    /// Build the indexes in memory only, reading and writing no index cache.
+    #[arg(long)]
+    no_index_cache: bool,
+}
+
+impl KbArg {
+    fn store(&self) -> Option<IndexStore> {
+        if self.no_index_cache {
+            return None;
+        }
+        let root = self.index_cache.clone().or_else(|| {
+            let home = |var| std::env::var_os(var).filter(|dir| !dir.is_empty());
+            home("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| home("HOME").map(|dir| Path::new(&dir).join(".cache")))
+                .map(|cache| cache.join("errbook"))
+        })?;
+        Some(IndexStore::new(root))
+    }
+
+    /// The search index of `kb`, opened from the index cache when it holds it.
+    fn index(&self, kb: Kb) -> Result<SearchIndex, SearchError> {
+        match self.store() {
+            Some(store) => SearchIndex::build_in(Arc::new(kb), &store),
+            None => SearchIndex::build(Arc::new(kb)),
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -114,19 +146,19 @@ fn main() -> ExitCode {
             watch,
             request_timeout,
         } => serve(
-            &kb.kb,
+            &kb,
             addr,
             public_url.as_deref(),
             watch,
             Duration::from_secs_f64(request_timeout),
         ),
-        Command::Check { kb } => check(&kb.kb),
+        Command::Check { kb } => check(&kb),
         Command::Diagnose {
             file,
             kb,
             limit,
             json,
-        } => diagnose(&kb.kb, &file, limit, json),
+        } => diagnose(&kb, &file, limit, json),
         Command::Eval { dir, kb, verbose } => eval::run(&kb.kb, &dir, verbose),
         Command::Search {
             query,
@@ -134,7 +166,7 @@ fn main() -> ExitCode {
             tag,
             limit,
             json,
-        } => search(&kb.kb, &query, tag.as_deref(), limit, json),
+        } => search(&kb, &query, tag.as_deref(), limit, json),
     };
     match result {
         Ok(code) => code,
@@ -160,7 +192,8 @@ fn load(dir: &Path) -> anyhow::Result<Option<Kb>> {
     }
 }
 
-fn check(dir: &Path) -> anyhow::Result<ExitCode> {
+fn check(kb_arg: &KbArg) -> anyhow::Result<ExitCode> {
+    let dir = kb_arg.kb.as_path();
     let Some(kb) = load(dir)? else {
         return Ok(ExitCode::FAILURE);
     };
@@ -168,7 +201,7 @@ fn check(dir: &Path) -> anyhow::Result<ExitCode> {
     let examples: usize = kb.entries().iter().map(|e| e.examples.len()).sum();
     let mut problems = kb.compile_regexes();
     problems.extend(kb.example_problems());
-    let diagnoser = Diagnoser::new(Arc::new(SearchIndex::build(Arc::new(kb))?));
+    let diagnoser = Diagnoser::new(Arc::new(kb_arg.index(kb)?));
     problems.extend(diagnoser.check_examples()?);
     problems.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
     if !problems.is_empty() {
@@ -186,16 +219,16 @@ fn check(dir: &Path) -> anyhow::Result<ExitCode> {
 }
 
 fn search(
-    dir: &Path,
+    kb_arg: &KbArg,
     query: &str,
     tag: Option<&str>,
     limit: usize,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let Some(kb) = load(dir)? else {
+    let Some(kb) = load(&kb_arg.kb)? else {
         return Ok(ExitCode::FAILURE);
     };
-    let index = SearchIndex::build(Arc::new(kb))?;
+    let index = kb_arg.index(kb)?;
     let hits = index.search(&SearchQuery::new(query, tag, limit))?;
     if json {
         let out: Vec<_> = hits
@@ -227,8 +260,8 @@ fn search(
     Ok(ExitCode::SUCCESS)
 }
 
-fn diagnose(dir: &Path, file: &Path, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
-    let Some(kb) = load(dir)? else {
+fn diagnose(kb_arg: &KbArg, file: &Path, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
+    let Some(kb) = load(&kb_arg.kb)? else {
         return Ok(ExitCode::FAILURE);
     };
     let paste = if file == Path::new("-") {
@@ -242,7 +275,7 @@ fn diagnose(dir: &Path, file: &Path, limit: usize, json: bool) -> anyhow::Result
     if paste.is_empty() {
         anyhow::bail!("the paste is empty: nothing to diagnose");
     }
-    let diagnoser = Diagnoser::new(Arc::new(SearchIndex::build(Arc::new(kb))?));
+    let diagnoser = Diagnoser::new(Arc::new(kb_arg.index(kb)?));
     let d = diagnoser.diagnose(&paste, limit.clamp(1, 20))?;
     let kb = diagnoser.index().kb();
     if json {
@@ -313,7 +346,7 @@ fn parse_seconds(text: &str) -> Result<f64, String> {
 }
 
 fn serve(
-    dir: &Path,
+    kb_arg: &KbArg,
     addr: SocketAddr,
     public_url: Option<&str>,
     watch: bool,
@@ -327,6 +360,7 @@ fn serve(
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let started = Instant::now();
+    let dir = kb_arg.kb.as_path();
     limit_malloc_arenas();
     // The Chinese dictionary loads while the entries are read; indexing waits for it.
     std::thread::spawn(errbook::search::analysis::warm_up);
@@ -338,7 +372,12 @@ fn serve(
     };
     let entries = kb.len();
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "kb loaded");
-    let index = SearchIndex::build(Arc::new(kb)).context("building the search index")?;
+    let store = kb_arg.store();
+    let index = match &store {
+        Some(store) => SearchIndex::build_in(Arc::new(kb), store),
+        None => SearchIndex::build(Arc::new(kb)),
+    }
+    .context("building the search index")?;
     let mut state = AppState::new(index);
     state.limits.request_timeout = request_timeout;
     if let Some(base) = public_url {
@@ -355,7 +394,7 @@ fn serve(
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let reloader = Reloader::new(dir, state.clone());
+        let reloader = Reloader::new(dir, state.clone()).with_store(store);
         // Listening for SIGHUP replaces its default action (exit) before anyone can
         // send it.
         #[cfg(unix)]

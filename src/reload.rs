@@ -12,7 +12,7 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use crate::kb::{Kb, LoadError};
-use crate::search::SearchIndex;
+use crate::search::{IndexStore, SearchIndex};
 use crate::web::{AppState, ReloadError};
 
 /// Quiet time after the last change before rebuilding: an editor's save or a
@@ -21,7 +21,7 @@ pub const SETTLE: Duration = Duration::from_millis(300);
 
 /// Loads `dir` and builds everything a request could need from it (the signature
 /// matcher included, so the first paste after a reload is not slow).
-pub fn build(dir: &Path) -> Result<SearchIndex, ReloadError> {
+pub fn build(dir: &Path, store: Option<&IndexStore>) -> Result<SearchIndex, ReloadError> {
     let failed = |message: String, problems: Vec<String>| ReloadError {
         at: SystemTime::now(),
         message,
@@ -37,8 +37,12 @@ pub fn build(dir: &Path) -> Result<SearchIndex, ReloadError> {
         ),
         err => failed(err.to_string(), Vec::new()),
     })?;
-    let index = SearchIndex::build(Arc::new(kb))
-        .map_err(|err| failed(format!("building the index: {err}"), Vec::new()))?;
+    let kb = Arc::new(kb);
+    let index = match store {
+        Some(store) => SearchIndex::build_in(kb, store),
+        None => SearchIndex::build(kb),
+    }
+    .map_err(|err| failed(format!("building the index: {err}"), Vec::new()))?;
     index.kb().signatures();
     Ok(index)
 }
@@ -48,6 +52,8 @@ pub fn build(dir: &Path) -> Result<SearchIndex, ReloadError> {
 pub struct Reloader {
     dir: PathBuf,
     state: AppState,
+    /// Where built indexes are kept (see `IndexStore`), if anywhere.
+    store: Option<IndexStore>,
     running: Arc<Mutex<()>>,
 }
 
@@ -56,8 +62,16 @@ impl Reloader {
         Reloader {
             dir: dir.to_path_buf(),
             state,
+            store: None,
             running: Arc::default(),
         }
+    }
+
+    /// Reloads through `store`: a reload opens the stored indexes of a kb it has seen
+    /// before (an edit undone) rather than building them again.
+    pub fn with_store(mut self, store: Option<IndexStore>) -> Reloader {
+        self.store = store;
+        self
     }
 
     /// Loads the folder again and serves it when it is valid; otherwise keeps serving
@@ -65,7 +79,7 @@ impl Reloader {
     pub fn reload(&self) -> Result<usize, ReloadError> {
         let _one_at_a_time = self.running.lock().unwrap_or_else(|e| e.into_inner());
         let started = Instant::now();
-        match build(&self.dir) {
+        match build(&self.dir, self.store.as_ref()) {
             Ok(index) => {
                 let entries = index.kb().len();
                 self.state.replace(index);

@@ -12,8 +12,15 @@ use std::time::{Duration, Instant};
 
 use common::fixture_dir;
 
+/// One index cache for every command these tests run (so they also share it the way
+/// parallel processes would), outside the user's own cache.
+fn index_cache() -> std::path::PathBuf {
+    std::env::temp_dir().join("errbook-tests-index-cache")
+}
+
 fn errbook(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_errbook"))
+        .env("ERRBOOK_INDEX_CACHE", index_cache())
         .args(args)
         .env_remove("ERRBOOK_KB")
         .env_remove("ERRBOOK_ADDR")
@@ -222,6 +229,7 @@ fn serve_refuses_a_broken_kb() {
     let broken = good_with("symptoms:", "related: [ghost]\nsymptoms:");
     let kb = kb_with(&[("second.md", &broken)]);
     let mut child = Command::new(env!("CARGO_BIN_EXE_errbook"))
+        .env("ERRBOOK_INDEX_CACHE", index_cache())
         .args([
             "serve",
             "--kb",
@@ -285,6 +293,7 @@ fn http_get(addr: &str, path: &str) -> (u16, String) {
 #[test]
 fn serve_answers_over_http() {
     let child = Command::new(env!("CARGO_BIN_EXE_errbook"))
+        .env("ERRBOOK_INDEX_CACHE", index_cache())
         .args([
             "serve",
             "--kb",
@@ -397,6 +406,7 @@ fn weak_signatures_of_other_entries_may_fire_on_an_example() {
 
 fn errbook_with_stdin(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_errbook"))
+        .env("ERRBOOK_INDEX_CACHE", index_cache())
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -21,10 +21,13 @@ struct Server {
     child: Child,
     addr: String,
     log: Arc<Mutex<Vec<String>>>,
+    /// The server's index cache, unless the test names one.
+    _cache: tempfile::TempDir,
 }
 
 impl Server {
     fn start(kb: &Path, extra: &[&str]) -> Server {
+        let cache = tempfile::tempdir().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_errbook"))
             .args([
                 "serve",
@@ -34,6 +37,7 @@ impl Server {
                 "127.0.0.1:0",
             ])
             .args(extra)
+            .env("ERRBOOK_INDEX_CACHE", cache.path())
             .env("RUST_LOG", "errbook=info")
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
@@ -42,14 +46,16 @@ impl Server {
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut addr = None;
+        let mut before = Vec::new();
         for line in lines.by_ref() {
             let line = line.unwrap();
+            before.push(line.clone());
             if let Some(rest) = line.split("listening on http://").nth(1) {
                 addr = Some(rest.split_whitespace().next().unwrap().to_string());
                 break;
             }
         }
-        let log = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::new(Mutex::new(before));
         let sink = log.clone();
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
@@ -60,6 +66,7 @@ impl Server {
             child,
             addr: addr.expect("the server logs its address"),
             log,
+            _cache: cache,
         }
     }
 
@@ -437,4 +444,32 @@ fn the_server_never_writes_to_the_kb() {
     server.signal(libc::SIGTERM);
     assert!(server.wait_exit(Duration::from_secs(10)).success());
     assert_eq!(snapshot(kb.path()), before, "the kb folder changed");
+}
+
+#[test]
+fn a_restart_opens_the_indexes_the_first_start_stored() {
+    let cache = tempfile::tempdir().unwrap();
+    let dir = cache.path().to_str().unwrap();
+    let query = "/api/v1/search?q=NCCL%20watchdog%20timeout";
+
+    let first = Server::start(&fixture_dir(), &["--index-cache", dir]);
+    assert!(first.logged("built and stored the indexes"));
+    let answer = first.json(query);
+    drop(first);
+
+    let second = Server::start(&fixture_dir(), &["--index-cache", dir]);
+    assert!(second.logged("opened the stored indexes"));
+    assert_eq!(second.json(query), answer);
+    drop(second);
+
+    // An edited kb is indexed anew, and the edit is what it answers.
+    let kb = kb_copy();
+    edit(kb.path(), "view-inplace.md", TITLE, "Edited between starts");
+    let third = Server::start(kb.path(), &["--index-cache", dir]);
+    assert!(third.logged("built and stored the indexes"));
+    assert_eq!(title(&third), "Edited between starts");
+
+    let fourth = Server::start(&fixture_dir(), &["--no-index-cache"]);
+    assert!(!fourth.logged("stored"));
+    assert_eq!(fourth.json(query), answer);
 }

@@ -83,45 +83,91 @@ pub struct Kb {
     /// Positions of the entries others relate to, most referenced first; counted on
     /// first use.
     referenced: OnceLock<Vec<usize>>,
+    /// A hash of every file the entries were read from (paths relative to the kb
+    /// folder, and contents), or `None` when the entries did not come from files.
+    fingerprint: Option<u128>,
+}
+
+/// What `parse_all` found in the files.
+#[derive(Default)]
+struct Parsed {
+    entries: Vec<entry::Parsed>,
+    problems: Vec<Problem>,
+    /// Each file's path and a hash of its path and contents.
+    hashes: Vec<(PathBuf, u128)>,
+}
+
+impl Parsed {
+    fn append(&mut self, mut other: Parsed) {
+        self.entries.append(&mut other.entries);
+        self.problems.append(&mut other.problems);
+        self.hashes.append(&mut other.hashes);
+    }
+
+    /// One hash for the whole set of files, whatever order they were read in.
+    fn fingerprint(&mut self) -> u128 {
+        self.hashes.sort_unstable();
+        let mut all = Vec::with_capacity(self.hashes.len() * 16);
+        for (_, hash) in &self.hashes {
+            all.extend_from_slice(&hash.to_le_bytes());
+        }
+        xxhash_rust::xxh3::xxh3_128(&all)
+    }
 }
 
 /// Reads and parses `files`, on as many threads as there are cores: parsing
 /// (YAML, Markdown, sanitising) is most of loading.
-fn parse_all(files: &[PathBuf]) -> (Vec<entry::Parsed>, Vec<Problem>) {
+fn parse_all(dir: &Path, files: &[PathBuf]) -> Parsed {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let chunk = files.len().div_ceil(threads).max(1);
     let parse_chunk = |paths: &[PathBuf]| {
-        let mut entries = Vec::new();
-        let mut problems = Vec::new();
+        let mut parsed = Parsed::default();
         for path in paths {
             match std::fs::read_to_string(path) {
-                Ok(text) => match entry::parse(path, &text) {
-                    Ok(parsed) => entries.push(parsed),
-                    Err(mut found) => problems.append(&mut found),
-                },
-                Err(err) => {
-                    problems.push(Problem::new(path, None, format!("cannot read file: {err}")))
+                Ok(text) => {
+                    parsed
+                        .hashes
+                        .push((path.clone(), file_hash(dir, path, &text)));
+                    match entry::parse(path, &text) {
+                        Ok(entry) => parsed.entries.push(entry),
+                        Err(mut found) => parsed.problems.append(&mut found),
+                    }
                 }
+                Err(err) => parsed.problems.push(Problem::new(
+                    path,
+                    None,
+                    format!("cannot read file: {err}"),
+                )),
             }
         }
-        (entries, problems)
+        parsed
     };
     std::thread::scope(|scope| {
         let workers: Vec<_> = files
             .chunks(chunk)
             .map(|paths| scope.spawn(move || parse_chunk(paths)))
             .collect();
-        let mut entries = Vec::with_capacity(files.len());
-        let mut problems = Vec::new();
+        let mut all = Parsed::default();
+        all.entries.reserve(files.len());
         for worker in workers {
-            let (mut e, mut p) = worker
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            entries.append(&mut e);
-            problems.append(&mut p);
+            all.append(
+                worker
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            );
         }
-        (entries, problems)
+        all
     })
+}
+
+/// A hash of a file's path under the kb folder and of its text.
+fn file_hash(dir: &Path, path: &Path, text: &str) -> u128 {
+    let relative = path.strip_prefix(dir).unwrap_or(path);
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    hasher.update(relative.to_string_lossy().as_bytes());
+    hasher.update(&[0]);
+    hasher.update(text.as_bytes());
+    hasher.digest128()
 }
 
 impl Kb {
@@ -129,7 +175,13 @@ impl Kb {
     /// authors' guide and is skipped). Returns all problems found, sorted by file and line.
     pub fn load(dir: &Path) -> Result<Kb, LoadError> {
         let files = markdown_files(dir)?;
-        let (mut entries, mut problems) = parse_all(&files);
+        let mut parsed = parse_all(dir, &files);
+        let fingerprint = parsed.fingerprint();
+        let Parsed {
+            mut entries,
+            mut problems,
+            ..
+        } = parsed;
         if entries.is_empty() && problems.is_empty() {
             problems.push(Problem::new(
                 dir,
@@ -143,7 +195,15 @@ impl Kb {
             problems.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
             return Err(LoadError::Invalid { problems });
         }
-        Ok(Kb::assemble(entries.into_iter().map(|p| p.entry).collect()))
+        let mut kb = Kb::assemble(entries.into_iter().map(|p| p.entry).collect());
+        kb.fingerprint = Some(fingerprint);
+        Ok(kb)
+    }
+
+    /// A hash of the files the entries were read from: equal for two loads of the
+    /// same files (wherever the folder is), `None` for entries not read from files.
+    pub fn fingerprint(&self) -> Option<u128> {
+        self.fingerprint
     }
 
     /// Builds a knowledge base from entries that are already valid.
@@ -171,6 +231,7 @@ impl Kb {
             tags,
             signatures: OnceLock::new(),
             referenced: OnceLock::new(),
+            fingerprint: None,
         }
     }
 

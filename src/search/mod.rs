@@ -6,13 +6,16 @@ pub mod analysis;
 mod phrases;
 mod schema;
 mod scoring;
+mod store;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use aho_corasick::AhoCorasick;
+use tantivy::indexer::UserOperation;
 use tantivy::query::Bm25StatisticsProvider;
-use tantivy::schema::{Field, IndexRecordOption};
+use tantivy::schema::{Field, IndexRecordOption, Schema};
 use tantivy::snippet::SnippetGenerator;
 use tantivy::{
     DocSet, Index, IndexReader, ReloadPolicy, Searcher, TERMINATED, TantivyDocument, Term,
@@ -24,6 +27,7 @@ use schema::{ENTRY, Fields, Part, PartFields};
 pub use scoring::Analysed;
 pub use scoring::MAX_QUERY_TERMS;
 use scoring::{FieldKind, Impacts, QueryPlan, Scorer};
+pub use store::IndexStore;
 
 /// Largest number of hits one query may ask for.
 pub const MAX_LIMIT: usize = 100;
@@ -35,6 +39,8 @@ pub enum SearchError {
     Index(#[from] tantivy::TantivyError),
     #[error("search index read error: {0}")]
     Io(#[from] std::io::Error),
+    #[error("the {0} index was written with another schema")]
+    Schema(&'static str),
 }
 
 /// A validated search request.
@@ -120,22 +126,54 @@ impl SearchIndex {
     /// Indexes every entry of `kb` in RAM: the main index and the two phrase indexes
     /// are built at the same time, on all cores.
     pub fn build(kb: Arc<Kb>) -> Result<SearchIndex, SearchError> {
+        let written = Written::write(&kb, &|_, schema| Ok(Index::create_in_ram(schema)))?;
+        SearchIndex::open(kb, written)
+    }
+
+    /// Like `build`, but keeps the built indexes in `store` and, when the store already
+    /// holds those of the same files (read by the same errbook binary), opens them
+    /// instead of building them. Any trouble with the store (a full disk, a read-only
+    /// folder, a damaged index) is logged and the indexes are built in RAM as `build`
+    /// does: the store can make a start slower, never wrong.
+    pub fn build_in(kb: Arc<Kb>, store: &IndexStore) -> Result<SearchIndex, SearchError> {
+        let Some(key) = store.key(&kb) else {
+            return SearchIndex::build(kb);
+        };
+        if let Some(written) = store.open(&key) {
+            match SearchIndex::open(kb.clone(), written) {
+                Ok(index) => {
+                    tracing::info!(store = %store.root().join(&key).display(), "opened the stored indexes");
+                    return Ok(index);
+                }
+                Err(err) => {
+                    tracing::warn!(key = %key, "discarding stored indexes that do not open: {err}");
+                    store.discard(&key);
+                }
+            }
+        }
+        match store.write(&key, |create| Written::write(&kb, create)) {
+            Ok(()) => {
+                if let Some(written) = store.open(&key) {
+                    tracing::info!(store = %store.root().join(&key).display(), "built and stored the indexes");
+                    return SearchIndex::open(kb, written);
+                }
+                tracing::warn!(key = %key, "the indexes just stored do not open; building in RAM");
+            }
+            Err(err) => {
+                tracing::warn!(store = %store.root().display(), "cannot store the indexes, building in RAM: {err}")
+            }
+        }
+        SearchIndex::build(kb)
+    }
+
+    /// The search index over written (or stored) indexes of `kb`.
+    fn open(kb: Arc<Kb>, written: Written) -> Result<SearchIndex, SearchError> {
         let t0 = std::time::Instant::now();
-        let (main, quoting, describing) = std::thread::scope(|scope| {
-            let quoting = scope.spawn(|| PhraseIndex::build(&kb, Passages::Quoting));
-            let describing = scope.spawn(|| PhraseIndex::build(&kb, Passages::Describing));
-            let main = MainIndex::build(&kb);
-            tracing::debug!(ms = t0.elapsed().as_millis() as u64, "main index built");
-            let join = |handle: std::thread::ScopedJoinHandle<'_, _>| {
-                handle
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            };
-            (main, join(quoting), join(describing))
-        });
-        let (main, quoting) = (main?, quoting?);
-        let describing = describing?.on_background(&quoting);
-        tracing::debug!(ms = t0.elapsed().as_millis() as u64, "phrase indexes built");
+        let main = MainIndex::open(written.main)?;
+        let quoting = PhraseIndex::open(written.quoting, Passages::Quoting, kb.len())?;
+        let describing = PhraseIndex::open(written.describing, Passages::Describing, kb.len())?
+            .on_background(&quoting);
+        tracing::debug!(ms = t0.elapsed().as_millis() as u64, "indexes opened");
         let MainIndex {
             index,
             scorer,
@@ -396,22 +434,93 @@ struct MainIndex {
     entry_of: Vec<usize>,
 }
 
+/// Creates an empty tantivy index with `schema`, named `name` (one of `Written::NAMES`):
+/// in RAM, or in a folder of an `IndexStore`.
+pub type CreateIndex<'a> = dyn Fn(&str, Schema) -> Result<Index, SearchError> + Sync + 'a;
+
+/// The three tantivy indexes behind a `SearchIndex`, written and committed.
+pub struct Written {
+    main: Index,
+    quoting: Index,
+    describing: Index,
+}
+
+impl Written {
+    /// The indexes' names, which are also their folders in a store.
+    pub const NAMES: [&str; 3] = ["main", "quoting", "describing"];
+
+    /// Writes the three indexes of `kb` into indexes `create` makes, at the same time.
+    pub fn write(kb: &Kb, create: &CreateIndex<'_>) -> Result<Written, SearchError> {
+        let t0 = std::time::Instant::now();
+        let phrases = |passages: Passages| {
+            let index = create(passages.name(), PhraseIndex::schema(passages).0)?;
+            PhraseIndex::write(kb, passages, &index)?;
+            Ok::<_, SearchError>(index)
+        };
+        let (main, quoting, describing) = std::thread::scope(|scope| {
+            let quoting = scope.spawn(|| phrases(Passages::Quoting));
+            let describing = scope.spawn(|| phrases(Passages::Describing));
+            let main = create("main", Fields::new().schema)
+                .and_then(|index| MainIndex::write(kb, &index).map(|()| index));
+            tracing::debug!(ms = t0.elapsed().as_millis() as u64, "main index written");
+            let join = |handle: std::thread::ScopedJoinHandle<'_, _>| {
+                handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            };
+            (main, join(quoting), join(describing))
+        });
+        tracing::debug!(
+            ms = t0.elapsed().as_millis() as u64,
+            "phrase indexes written"
+        );
+        Ok(Written {
+            main: main?,
+            quoting: quoting?,
+            describing: describing?,
+        })
+    }
+
+    /// Opened from their folders under `dir`.
+    pub fn open_in(dir: &Path) -> Result<Written, SearchError> {
+        let open = |name: &str| Index::open_in_dir(dir.join(name));
+        Ok(Written {
+            main: open("main")?,
+            quoting: open("quoting")?,
+            describing: open("describing")?,
+        })
+    }
+}
+
 impl MainIndex {
-    fn build(kb: &Kb) -> Result<MainIndex, SearchError> {
+    fn write(kb: &Kb, index: &Index) -> Result<(), SearchError> {
         let t0 = std::time::Instant::now();
         analysis::warm_up();
         tracing::debug!(ms = t0.elapsed().as_millis() as u64, "jieba loaded");
+        register_analyzers(index);
         let fields = Fields::new();
-        let index = Index::create_in_ram(fields.schema.clone());
-        register_analyzers(&index);
-        let threads = indexing_threads();
-        let mut writer =
-            index.writer_with_num_threads::<TantivyDocument>(threads, threads * 40_000_000)?;
-        for (position, entry) in kb.entries().iter().enumerate() {
-            writer.add_document(document(&fields, position, entry))?;
+        write_once(
+            index,
+            indexing_threads(),
+            MAIN_BUDGET_PER_THREAD,
+            kb.entries()
+                .iter()
+                .enumerate()
+                .map(|(position, entry)| document(&fields, position, entry)),
+        )
+    }
+
+    fn open(index: Index) -> Result<MainIndex, SearchError> {
+        let fields = Fields::new();
+        if index.schema() != fields.schema {
+            return Err(SearchError::Schema("main"));
         }
-        writer.commit()?;
+        register_analyzers(&index);
         let searcher = searcher(&index)?;
+        tracing::debug!(
+            segments = searcher.segment_readers().len(),
+            "main index opened"
+        );
         let entry_of = entries_by_ordinal(&searcher)?;
         let parts = fields
             .parts()
@@ -429,6 +538,43 @@ impl MainIndex {
             entry_of,
         })
     }
+}
+
+/// Indexing memory of each thread writing the main index: a segment is written each
+/// time a thread's arena fills, so a large kb makes a few large segments.
+const MAIN_BUDGET_PER_THREAD: usize = 100_000_000;
+/// Documents handed to the indexing threads at a time.
+const BATCH: usize = 512;
+
+/// Writes `docs` into the new, empty `index` and commits, the way an index that is
+/// built once and never changed wants it:
+/// - documents go to the indexing threads in batches, one channel message each, rather
+///   than one message (and often one thread wake-up) per document: the phrase indexes
+///   hold millions of small documents at 100,000 entries;
+/// - segments are not merged while the index is written: merging rewrites what was
+///   just written, on the same cores, for an index that sees no deletes or updates.
+///   The arena budget keeps the number of segments small instead.
+pub(crate) fn write_once(
+    index: &Index,
+    threads: usize,
+    budget_per_thread: usize,
+    docs: impl Iterator<Item = TantivyDocument>,
+) -> Result<(), SearchError> {
+    let mut writer =
+        index.writer_with_num_threads::<TantivyDocument>(threads, threads * budget_per_thread)?;
+    writer.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy));
+    let mut batch = Vec::with_capacity(BATCH);
+    for doc in docs {
+        batch.push(UserOperation::Add(doc));
+        if batch.len() == BATCH {
+            writer.run(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))?;
+        }
+    }
+    if !batch.is_empty() {
+        writer.run(batch)?;
+    }
+    writer.commit()?;
+    Ok(())
 }
 
 /// Indexing threads: one per core, up to four (each writes its own segment, and

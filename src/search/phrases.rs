@@ -12,11 +12,13 @@ use tantivy::{DocSet, Index, Searcher, TERMINATED, TantivyDocument, Term};
 
 use super::schema::{ENTRY, PartFields, indexed_text};
 use super::scoring::{self, Analysed, QueryPlan, Scorer};
-use super::{SearchError, analysis, entries_by_ordinal, register_analyzers, searcher};
+use super::{SearchError, analysis, entries_by_ordinal, register_analyzers, searcher, write_once};
 use crate::kb::{Entry, Kb};
 
 /// Phrase documents looked at per query.
 const PHRASE_HITS: usize = 64;
+/// Indexing memory of a phrase index's one writing thread.
+const PHRASE_BUDGET: usize = 200_000_000;
 /// Longest line kept as a passage, in bytes.
 const MAX_PASSAGE: usize = 600;
 
@@ -30,6 +32,13 @@ pub enum Passages {
 }
 
 impl Passages {
+    pub fn name(self) -> &'static str {
+        match self {
+            Passages::Describing => "describing",
+            Passages::Quoting => "quoting",
+        }
+    }
+
     fn of(self, entry: &Entry) -> Vec<String> {
         match self {
             Passages::Describing => entry
@@ -97,8 +106,8 @@ pub struct PhraseIndex {
 }
 
 impl PhraseIndex {
-    /// Indexes the passages of every entry.
-    pub fn build(kb: &Kb, passages: Passages) -> Result<PhraseIndex, SearchError> {
+    /// The schema of a phrase index of `passages`, with its entry field and text fields.
+    pub fn schema(passages: Passages) -> (Schema, Field, PartFields) {
         let mut builder = Schema::builder();
         let entry = builder.add_u64_field(ENTRY, FAST);
         let indexed = |tokenizer| indexed_text(tokenizer, IndexRecordOption::WithFreqsAndPositions);
@@ -110,11 +119,22 @@ impl PhraseIndex {
             ),
             gram: builder.add_text_field("phrase_gram", indexed(analysis::GRAM)),
         };
-        let index = Index::create_in_ram(builder.build());
-        register_analyzers(&index);
-        let mut writer = index.writer_with_num_threads::<TantivyDocument>(1, 15_000_000)?;
-        for (position, e) in kb.entries().iter().enumerate() {
-            for passage in passages.of(e) {
+        if passages == Passages::Quoting {
+            // Only words are indexed: identifier parts and grams are looked up as words.
+            fields.ident = fields.words;
+            fields.gram = fields.words;
+        }
+        (builder.build(), entry, fields)
+    }
+
+    /// Writes the passages of every entry of `kb` into `index`, which has the schema
+    /// of `passages`.
+    pub fn write(kb: &Kb, passages: Passages, index: &Index) -> Result<(), SearchError> {
+        let started = std::time::Instant::now();
+        let (_, entry, fields) = PhraseIndex::schema(passages);
+        register_analyzers(index);
+        let docs = kb.entries().iter().enumerate().flat_map(|(position, e)| {
+            passages.of(e).into_iter().map(move |passage| {
                 let mut doc = TantivyDocument::default();
                 doc.add_u64(entry, position as u64);
                 doc.add_text(fields.words, &passage);
@@ -122,18 +142,39 @@ impl PhraseIndex {
                     doc.add_text(fields.ident, &passage);
                     doc.add_text(fields.gram, &passage);
                 }
-                writer.add_document(doc)?;
-            }
+                doc
+            })
+        });
+        // One thread each: the main index is written on the others at the same time.
+        write_once(index, 1, PHRASE_BUDGET, docs)?;
+        tracing::debug!(
+            index = passages.name(),
+            ms = started.elapsed().as_millis() as u64,
+            "phrase index written"
+        );
+        Ok(())
+    }
+
+    /// The phrase index of `passages` over the written `index`, for a kb of `entries`.
+    pub fn open(
+        index: Index,
+        passages: Passages,
+        entries: usize,
+    ) -> Result<PhraseIndex, SearchError> {
+        let (schema, _, fields) = PhraseIndex::schema(passages);
+        if index.schema() != schema {
+            return Err(SearchError::Schema(passages.name()));
         }
-        writer.commit()?;
-        if passages == Passages::Quoting {
-            // Only words are indexed: identifier parts and grams are looked up as words.
-            fields.ident = fields.words;
-            fields.gram = fields.words;
-        }
+        register_analyzers(&index);
         let searcher = searcher(&index)?;
+        tracing::debug!(
+            index = passages.name(),
+            passages = searcher.num_docs(),
+            segments = searcher.segment_readers().len(),
+            "phrase index opened"
+        );
         let entry_of = entries_by_ordinal(&searcher)?;
-        let mut passages_of = vec![Vec::new(); kb.len()];
+        let mut passages_of = vec![Vec::new(); entries];
         for (ordinal, &entry) in entry_of.iter().enumerate() {
             if let Some(passages) = passages_of.get_mut(entry) {
                 passages.push(ordinal as u32);

@@ -60,10 +60,7 @@ impl KbArg {
 
     /// The search index of `kb`, opened from the index cache when it holds it.
     fn index(&self, kb: Kb) -> Result<SearchIndex, SearchError> {
-        match self.store() {
-            Some(store) => SearchIndex::build_in(Arc::new(kb), &store),
-            None => SearchIndex::build(Arc::new(kb)),
-        }
+        SearchIndex::build_in(Arc::new(kb), self.store().as_ref())
     }
 }
 
@@ -373,11 +370,8 @@ fn serve(
     let entries = kb.len();
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "kb loaded");
     let store = kb_arg.store();
-    let index = match &store {
-        Some(store) => SearchIndex::build_in(Arc::new(kb), store),
-        None => SearchIndex::build(Arc::new(kb)),
-    }
-    .context("building the search index")?;
+    let index =
+        SearchIndex::build_in(Arc::new(kb), store.as_ref()).context("building the search index")?;
     let mut state = AppState::new(index);
     state.limits.request_timeout = request_timeout;
     if let Some(base) = public_url {

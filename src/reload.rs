@@ -37,12 +37,8 @@ pub fn build(dir: &Path, store: Option<&IndexStore>) -> Result<SearchIndex, Relo
         ),
         err => failed(err.to_string(), Vec::new()),
     })?;
-    let kb = Arc::new(kb);
-    let index = match store {
-        Some(store) => SearchIndex::build_in(kb, store),
-        None => SearchIndex::build(kb),
-    }
-    .map_err(|err| failed(format!("building the index: {err}"), Vec::new()))?;
+    let index = SearchIndex::build_in(Arc::new(kb), store)
+        .map_err(|err| failed(format!("building the index: {err}"), Vec::new()))?;
     index.kb().signatures();
     Ok(index)
 }

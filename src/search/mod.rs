@@ -130,13 +130,13 @@ impl SearchIndex {
         SearchIndex::open(kb, written)
     }
 
-    /// Like `build`, but keeps the built indexes in `store` and, when the store already
-    /// holds those of the same files (read by the same errbook binary), opens them
-    /// instead of building them. Any trouble with the store (a full disk, a read-only
-    /// folder, a damaged index) is logged and the indexes are built in RAM as `build`
-    /// does: the store can make a start slower, never wrong.
-    pub fn build_in(kb: Arc<Kb>, store: &IndexStore) -> Result<SearchIndex, SearchError> {
-        let Some(key) = store.key(&kb) else {
+    /// Like `build`, but keeps the built indexes in `store` (if any) and, when the store
+    /// already holds those of the same files (read by the same errbook binary), opens
+    /// them instead of building them. Any trouble with the store (a full disk, a
+    /// read-only folder, a damaged index) is logged and the indexes are built in RAM as
+    /// `build` does: the store can make a start slower, never wrong.
+    pub fn build_in(kb: Arc<Kb>, store: Option<&IndexStore>) -> Result<SearchIndex, SearchError> {
+        let Some((store, key)) = store.and_then(|store| Some((store, store.key(&kb)?))) else {
             return SearchIndex::build(kb);
         };
         if let Some(written) = store.open(&key) {
@@ -434,9 +434,13 @@ struct MainIndex {
     entry_of: Vec<usize>,
 }
 
-/// Creates an empty tantivy index with `schema`, named `name` (one of `Written::NAMES`):
+/// Creates an empty tantivy index with `schema`, named `name` (`MAIN` or a `Passages` name):
 /// in RAM, or in a folder of an `IndexStore`.
 pub type CreateIndex<'a> = dyn Fn(&str, Schema) -> Result<Index, SearchError> + Sync + 'a;
+
+/// The main index's name (the phrase indexes are named by `Passages::name`), which is
+/// also its folder in a store.
+const MAIN: &str = "main";
 
 /// The three tantivy indexes behind a `SearchIndex`, written and committed.
 pub struct Written {
@@ -446,9 +450,6 @@ pub struct Written {
 }
 
 impl Written {
-    /// The indexes' names, which are also their folders in a store.
-    pub const NAMES: [&str; 3] = ["main", "quoting", "describing"];
-
     /// Writes the three indexes of `kb` into indexes `create` makes, at the same time.
     pub fn write(kb: &Kb, create: &CreateIndex<'_>) -> Result<Written, SearchError> {
         let t0 = std::time::Instant::now();
@@ -460,7 +461,7 @@ impl Written {
         let (main, quoting, describing) = std::thread::scope(|scope| {
             let quoting = scope.spawn(|| phrases(Passages::Quoting));
             let describing = scope.spawn(|| phrases(Passages::Describing));
-            let main = create("main", Fields::new().schema)
+            let main = create(MAIN, Fields::new().schema)
                 .and_then(|index| MainIndex::write(kb, &index).map(|()| index));
             tracing::debug!(ms = t0.elapsed().as_millis() as u64, "main index written");
             let join = |handle: std::thread::ScopedJoinHandle<'_, _>| {
@@ -485,9 +486,9 @@ impl Written {
     pub fn open_in(dir: &Path) -> Result<Written, SearchError> {
         let open = |name: &str| Index::open_in_dir(dir.join(name));
         Ok(Written {
-            main: open("main")?,
-            quoting: open("quoting")?,
-            describing: open("describing")?,
+            main: open(MAIN)?,
+            quoting: open(Passages::Quoting.name())?,
+            describing: open(Passages::Describing.name())?,
         })
     }
 }
@@ -513,7 +514,7 @@ impl MainIndex {
     fn open(index: Index) -> Result<MainIndex, SearchError> {
         let fields = Fields::new();
         if index.schema() != fields.schema {
-            return Err(SearchError::Schema("main"));
+            return Err(SearchError::Schema(MAIN));
         }
         register_analyzers(&index);
         let searcher = searcher(&index)?;

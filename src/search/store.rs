@@ -247,14 +247,14 @@ mod tests {
         let key = store.key(&kb).unwrap();
         let in_ram = SearchIndex::build(kb.clone()).unwrap();
 
-        let first = SearchIndex::build_in(kb.clone(), &store).unwrap();
+        let first = SearchIndex::build_in(kb.clone(), Some(&store)).unwrap();
         assert_eq!(
             stores(root.path()),
             vec![key.clone()],
             "stored once, no scratch left"
         );
         assert!(root.path().join(&key).join(COMPLETE).is_file());
-        let second = SearchIndex::build_in(load(&real_kb()), &store).unwrap();
+        let second = SearchIndex::build_in(load(&real_kb()), Some(&store)).unwrap();
         assert_eq!(stores(root.path()), vec![key]);
 
         assert_eq!(answers(&first), answers(&in_ram));
@@ -285,7 +285,7 @@ mod tests {
         let after = store.key(&edited).unwrap();
         assert_ne!(after, before);
 
-        let index = SearchIndex::build_in(edited, &store).unwrap();
+        let index = SearchIndex::build_in(edited, Some(&store)).unwrap();
         let hits = index.search(&SearchQuery::new("quokkas", None, 5)).unwrap();
         assert_eq!(hits.len(), 1, "the edit is searchable: {hits:?}");
 
@@ -305,7 +305,7 @@ mod tests {
         let store = IndexStore::new(root.path());
         let kb = load(&real_kb());
         let key = store.key(&kb).unwrap();
-        let good = answers(&SearchIndex::build_in(kb.clone(), &store).unwrap());
+        let good = answers(&SearchIndex::build_in(kb.clone(), Some(&store)).unwrap());
 
         // Every file of the main index truncated, as a full disk or a crash could leave it.
         for file in fs::read_dir(root.path().join(&key).join("main"))
@@ -314,11 +314,14 @@ mod tests {
         {
             fs::write(file.path(), b"").unwrap();
         }
-        let rebuilt = SearchIndex::build_in(kb.clone(), &store).unwrap();
+        let rebuilt = SearchIndex::build_in(kb.clone(), Some(&store)).unwrap();
         assert_eq!(answers(&rebuilt), good);
         // And stored again, whole.
         assert!(store.open(&key).is_some());
-        assert_eq!(answers(&SearchIndex::build_in(kb, &store).unwrap()), good);
+        assert_eq!(
+            answers(&SearchIndex::build_in(kb, Some(&store)).unwrap()),
+            good
+        );
     }
 
     #[test]
@@ -327,7 +330,7 @@ mod tests {
         // A folder below a file cannot be created, whoever runs the test.
         let store = IndexStore::new(file.path().join("cache"));
         let kb = load(&real_kb());
-        let index = SearchIndex::build_in(kb.clone(), &store).unwrap();
+        let index = SearchIndex::build_in(kb.clone(), Some(&store)).unwrap();
         assert_eq!(answers(&index), answers(&SearchIndex::build(kb).unwrap()));
     }
 
@@ -354,7 +357,7 @@ mod tests {
 
         let kb = load(&real_kb());
         let key = store.key(&kb).unwrap();
-        SearchIndex::build_in(kb, &store).unwrap();
+        SearchIndex::build_in(kb, Some(&store)).unwrap();
         let mut expected = vec![
             format!("{:0>32}", "c"),
             format!("{:0>32}", "d"),

@@ -394,6 +394,9 @@ fn serve(
         #[cfg(unix)]
         let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .context("listening for SIGHUP")?;
+        // Likewise Ctrl-C and SIGTERM: caught from before the address is logged, so a
+        // stop sent as soon as the server answers is a graceful one.
+        let shutdown = shutdown_signal()?;
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
@@ -424,7 +427,7 @@ fn serve(
         } else {
             None
         };
-        server::serve(listener, app(state), shutdown_signal()).await;
+        server::serve(listener, app(state), shutdown).await;
         anyhow::Ok(())
     })?;
     tracing::info!("stopped");
@@ -465,25 +468,25 @@ fn release_free_memory() {
     }
 }
 
-/// Resolves on Ctrl-C or SIGTERM, so in-flight requests finish before exit.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Starts listening for Ctrl-C and SIGTERM at once; the future resolves on the first
+/// of them, so in-flight requests finish before exit.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+    let (mut interrupt, mut terminate) = {
+        use tokio::signal::unix::{SignalKind, signal};
+        (
+            signal(SignalKind::interrupt()).context("listening for Ctrl-C")?,
+            signal(SignalKind::terminate()).context("listening for SIGTERM")?,
+        )
     };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
-    }
-    tracing::info!("shutting down");
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = interrupt.recv() => {},
+            _ = terminate.recv() => {},
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down");
+    })
 }

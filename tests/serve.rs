@@ -356,6 +356,18 @@ fn ctrl_c_stops_the_server_with_exit_0() {
     assert!(status.success(), "exit status {status}");
 }
 
+#[test]
+fn a_stop_sent_as_soon_as_the_address_is_logged_is_graceful() {
+    // The signal handlers are in place before the address is logged: a supervisor
+    // that stops the server at once still gets exit 0, not death by signal.
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let mut server = Server::start(&fixture_dir(), &[]);
+        server.signal(signal);
+        let status = server.wait_exit(Duration::from_secs(10));
+        assert!(status.success(), "signal {signal}: exit status {status}");
+    }
+}
+
 /// Sends a request head too large for the connection: the answer's status, or `None`
 /// when the server closed the connection before the rest could be sent or read (it
 /// answers and closes without reading the rest, so the kernel may reset first).

@@ -6,32 +6,31 @@ pub mod analysis;
 mod phrases;
 mod schema;
 mod scoring;
+mod snippet;
 mod store;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use aho_corasick::AhoCorasick;
 use tantivy::indexer::UserOperation;
 use tantivy::query::Bm25StatisticsProvider;
 use tantivy::schema::{Field, IndexRecordOption, Schema};
-use tantivy::snippet::SnippetGenerator;
 use tantivy::{
     DocSet, Index, IndexReader, ReloadPolicy, Searcher, TERMINATED, TantivyDocument, Term,
 };
 
 use crate::kb::{Entry, Kb};
 use phrases::{Passages, PhraseIndex};
-use schema::{ENTRY, Fields, Part, PartFields};
+use schema::{ENTRY, Fields, Part};
 pub use scoring::Analysed;
 pub use scoring::MAX_QUERY_TERMS;
 use scoring::{FieldKind, Impacts, QueryPlan, Scorer};
+use snippet::Highlighter;
 pub use store::IndexStore;
 
 /// Largest number of hits one query may ask for.
 pub const MAX_LIMIT: usize = 100;
-const SNIPPET_CHARS: usize = 220;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {
@@ -80,8 +79,6 @@ pub struct SearchIndex {
     kb: Arc<Kb>,
     index: Index,
     scorer: Scorer,
-    /// The body's fields, named by snippet generators (which are given the text).
-    body: PartFields,
     /// The entry (position in `kb.entries()`) of each document ordinal.
     entry_of: Vec<usize>,
     /// The document ordinal of each entry.
@@ -177,7 +174,6 @@ impl SearchIndex {
         let MainIndex {
             index,
             scorer,
-            body,
             entry_of,
         } = main;
         let mut ordinal_of = vec![0; kb.len()];
@@ -190,7 +186,6 @@ impl SearchIndex {
             kb,
             index,
             scorer,
-            body,
             entry_of,
             ordinal_of,
             describing,
@@ -217,15 +212,15 @@ impl SearchIndex {
     fn search_uncached(&self, query: &SearchQuery) -> Result<Vec<Hit>, SearchError> {
         let plan = self.plan(&self.analyse(&query.text));
         let ranked = self.ranked(plan.as_ref(), query.tag.as_deref(), query.limit)?;
-        let (generators, spotter) = match &plan {
-            Some(plan) => (self.snippet_generators(plan)?, Spotter::new(plan)),
-            None => (Vec::new(), Spotter::default()),
+        let highlighter = match &plan {
+            Some(plan) => self.highlighter(plan)?,
+            None => None,
         };
         Ok(ranked
             .into_iter()
             .map(|(position, score)| {
                 let entry = &self.kb.entries()[position];
-                let (snippet, snippet_html) = snippet(&generators, &spotter, entry);
+                let (snippet, snippet_html) = excerpt(highlighter.as_ref(), entry);
                 Hit {
                     slug: entry.slug.clone(),
                     score,
@@ -395,34 +390,19 @@ impl SearchIndex {
         QueryPlan::new(text, &|kind, term| self.scorer.knows(kind, term))
     }
 
-    /// One snippet generator per analyzer, highlighting the query's terms from every
-    /// part (a Chinese term found in a symptom is highlighted wherever it is quoted).
-    fn snippet_generators(&self, plan: &QueryPlan) -> Result<Vec<SnippetGenerator>, SearchError> {
-        let body = self.body;
-        let mut generators = Vec::with_capacity(3);
-        for (kind, field, analyzer) in [
-            (FieldKind::Words, body.words, analysis::WORDS),
-            (FieldKind::Ident, body.ident, analysis::IDENT),
-            (FieldKind::Gram, body.gram, analysis::GRAM),
-        ] {
-            let mut terms = BTreeMap::new();
+    /// The query's terms from every analyzer, weighed by how many entries hold them,
+    /// to mark in excerpts (a Chinese term found in a symptom is marked wherever it is
+    /// quoted).
+    fn highlighter(&self, plan: &QueryPlan) -> Result<Option<Highlighter>, SearchError> {
+        let mut terms = Vec::new();
+        for kind in [FieldKind::Words, FieldKind::Ident, FieldKind::Gram] {
             for text in plan.highlight_terms(kind) {
-                let doc_freq = self.scorer.impacts(kind, text)?.len();
-                if doc_freq > 0 {
-                    terms.insert(text.to_string(), 1.0 / (1.0 + doc_freq as f32));
-                }
+                terms.push((text, self.scorer.impacts(kind, text)?.len()));
             }
-            let Some(tokenizer) = self.index.tokenizers().get(analyzer) else {
-                continue;
-            };
-            generators.push(SnippetGenerator::new(
-                terms,
-                tokenizer,
-                field,
-                SNIPPET_CHARS,
-            ));
         }
-        Ok(generators)
+        // The rarest reading of a term that several analyzers share comes first.
+        terms.sort_unstable();
+        Ok(Highlighter::new(terms))
     }
 }
 
@@ -430,7 +410,6 @@ impl SearchIndex {
 struct MainIndex {
     index: Index,
     scorer: Scorer,
-    body: PartFields,
     entry_of: Vec<usize>,
 }
 
@@ -527,15 +506,10 @@ impl MainIndex {
             .parts()
             .map(|(part, fields)| (part.boost(), fields))
             .collect();
-        let body = fields
-            .parts()
-            .find_map(|(part, f)| (part == Part::Body).then_some(f))
-            .expect("the schema has a body");
         let stats = GlobalStats::new(searcher.clone(), fields);
         Ok(MainIndex {
             index,
             scorer: Scorer::new(searcher, Box::new(stats), parts),
-            body,
             entry_of,
         })
     }
@@ -727,144 +701,27 @@ fn document(fields: &Fields, position: usize, entry: &Entry) -> TantivyDocument 
     doc
 }
 
-/// Where a query's terms may sit in a text, found without analysing it: the analysed
-/// terms (lowercase words and stems, Chinese words and grams) nearly always occur
-/// verbatim in the text they came from. Snippets then analyse a window around the
-/// densest spot instead of a whole body, which would cost a millisecond per hit.
-#[derive(Default)]
-struct Spotter {
-    terms: Option<AhoCorasick>,
-}
-
-impl Spotter {
-    fn new(plan: &QueryPlan) -> Spotter {
-        let terms: BTreeSet<&str> = [FieldKind::Words, FieldKind::Ident, FieldKind::Gram]
-            .into_iter()
-            .flat_map(|kind| plan.highlight_terms(kind))
-            .filter(|t| t.len() >= 2)
-            .collect();
-        let terms = AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .build(terms)
-            .ok();
-        Spotter { terms }
-    }
-
-    /// The part of `text` worth analysing for a snippet; `None` when no term occurs.
-    fn window<'a>(&self, text: &'a str) -> Option<&'a str> {
-        if text.len() <= 4 * SNIPPET_CHARS {
-            return Some(text);
-        }
-        let starts: Vec<usize> = self
-            .terms
-            .as_ref()?
-            .find_iter(text)
-            .take(64)
-            .map(|m| m.start())
-            .collect();
-        // The spot with the most hits within two snippets' length after it.
-        let span = 2 * SNIPPET_CHARS;
-        let mut best = (0, *starts.first()?);
-        let mut first = 0;
-        for (last, &at) in starts.iter().enumerate() {
-            while starts[first] + span < at {
-                first += 1;
-            }
-            if last + 1 - first > best.0 {
-                best = (last + 1 - first, starts[first]);
-            }
-        }
-        let mut start = best.1.saturating_sub(SNIPPET_CHARS / 2);
-        while !text.is_char_boundary(start) {
-            start -= 1;
-        }
-        let mut end = (best.1 + span + SNIPPET_CHARS).min(text.len());
-        while !text.is_char_boundary(end) {
-            end += 1;
-        }
-        Some(&text[start..end])
-    }
-}
-
-/// The best excerpt for this query: the body first, then the summaries and symptoms
-/// (where Chinese phrasing lives); within each, exact words before identifier parts
-/// before Chinese grams. The summary when nothing matched. Returns (plain text, HTML).
-fn snippet(generators: &[SnippetGenerator], spotter: &Spotter, entry: &Entry) -> (String, String) {
-    let extra = format!(
-        "{} {} {}",
-        entry.summary,
-        entry.summary_zh,
-        entry.symptoms.join(" · ")
-    );
-    for text in [entry.text.as_str(), extra.as_str()] {
-        let Some(text) = spotter.window(text) else {
-            continue;
+/// The best excerpt for this query: from the body, else from the summaries and
+/// symptoms (where Chinese phrasing lives); the summary when no term occurs in either.
+/// Returns (plain text, HTML).
+fn excerpt(highlighter: Option<&Highlighter>, entry: &Entry) -> (String, String) {
+    if let Some(highlighter) = highlighter {
+        let extra = || {
+            format!(
+                "{} {} {}",
+                entry.summary,
+                entry.summary_zh,
+                entry.symptoms.join(" · ")
+            )
         };
-        for generator in generators {
-            let mut snippet = generator.snippet(text);
-            if !snippet.highlighted().is_empty() {
-                snippet.set_snippet_prefix_postfix("<mark>", "</mark>");
-                let plain = snippet
-                    .fragment()
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                return (plain, snippet.to_html().replace('\n', " "));
-            }
+        if let Some(found) = highlighter
+            .snippet(&entry.text)
+            .or_else(|| highlighter.snippet(&extra()))
+        {
+            return (found.plain, found.html);
         }
     }
-    (entry.summary.clone(), escape_html(&entry.summary))
-}
-
-fn escape_html(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spotter(terms: &[&str]) -> Spotter {
-        Spotter {
-            terms: AhoCorasick::builder()
-                .ascii_case_insensitive(true)
-                .build(terms)
-                .ok(),
-        }
-    }
-
-    #[test]
-    fn snippets_analyse_a_window_around_the_densest_spot() {
-        let filler = "显存 filler words that say nothing. ".repeat(200);
-        let body = format!(
-            "{filler}first Watchdog here. {filler}watchdog timeout, watchdog again. {filler}"
-        );
-        let window = spotter(&["watchdog", "timeout"]).window(&body).unwrap();
-        assert!(window.len() < 6 * SNIPPET_CHARS, "{} bytes", window.len());
-        assert!(
-            window.contains("watchdog timeout, watchdog again"),
-            "the dense spot wins: {window}"
-        );
-        assert!(
-            spotter(&["absent"]).window(&body).is_none(),
-            "no term, no window"
-        );
-        let short = "a short summary";
-        assert_eq!(
-            spotter(&["absent"]).window(short),
-            Some(short),
-            "short texts are analysed whole"
-        );
-    }
+    let mut html = String::new();
+    snippet::push_escaped(&mut html, &entry.summary);
+    (entry.summary.clone(), html)
 }

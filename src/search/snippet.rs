@@ -208,6 +208,9 @@ fn render<'a>(
     let mut html = String::with_capacity(end - start + 64);
     let mut at = start;
     for mark in marks {
+        if mark.start < at {
+            continue; // cannot happen (a mark ends where a word part ends), but cheap
+        }
         push_escaped(&mut html, &text[at..mark.start]);
         html.push_str("<mark>");
         push_escaped(&mut html, &text[mark.start..mark.end]);
@@ -336,6 +339,26 @@ mod tests {
         );
         let first = snippet.plain.split(' ').next().unwrap();
         assert!(["前后文字", "words"].contains(&first), "{first}");
+    }
+
+    proptest::proptest! {
+        /// Any text and terms: no panic, marks balanced, the plain text never longer
+        /// than the excerpt the HTML shows.
+        #[test]
+        fn any_text_gives_a_well_formed_excerpt(
+            text in "([a-zA-Z0-9_]{1,12}|[ .:/\\n]|显存|卡住|é|🙂){0,400}",
+            terms in proptest::collection::vec("[a-z0-9]{2,6}|显存|卡", 1..6),
+        ) {
+            let h = Highlighter::new(terms.iter().map(|t| (t.as_str(), 1))).unwrap();
+            if let Some(snippet) = h.snippet(&text) {
+                proptest::prop_assert_eq!(
+                    snippet.html.matches("<mark>").count(),
+                    snippet.html.matches("</mark>").count()
+                );
+                proptest::prop_assert!(snippet.html.contains("<mark>"));
+                proptest::prop_assert!(!snippet.plain.contains('\n'));
+            }
+        }
     }
 
     #[test]

@@ -12,15 +12,19 @@ use std::time::{Duration, Instant};
 
 use common::fixture_dir;
 
-/// One index cache for every command these tests run (so they also share it the way
-/// parallel processes would), outside the user's own cache.
-fn index_cache() -> std::path::PathBuf {
-    std::env::temp_dir().join("errbook-tests-index-cache")
+/// The errbook binary, with one index cache for every command these tests run (so
+/// they also share it the way parallel processes would), outside the user's own cache.
+fn errbook_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_errbook"));
+    command.env(
+        "ERRBOOK_INDEX_CACHE",
+        std::env::temp_dir().join("errbook-tests-index-cache"),
+    );
+    command
 }
 
 fn errbook(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_errbook"))
-        .env("ERRBOOK_INDEX_CACHE", index_cache())
+    errbook_command()
         .args(args)
         .env_remove("ERRBOOK_KB")
         .env_remove("ERRBOOK_ADDR")
@@ -228,8 +232,7 @@ fn check_reports_a_missing_folder() {
 fn serve_refuses_a_broken_kb() {
     let broken = good_with("symptoms:", "related: [ghost]\nsymptoms:");
     let kb = kb_with(&[("second.md", &broken)]);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_errbook"))
-        .env("ERRBOOK_INDEX_CACHE", index_cache())
+    let mut child = errbook_command()
         .args([
             "serve",
             "--kb",
@@ -292,8 +295,7 @@ fn http_get(addr: &str, path: &str) -> (u16, String) {
 
 #[test]
 fn serve_answers_over_http() {
-    let child = Command::new(env!("CARGO_BIN_EXE_errbook"))
-        .env("ERRBOOK_INDEX_CACHE", index_cache())
+    let child = errbook_command()
         .args([
             "serve",
             "--kb",
@@ -405,8 +407,7 @@ fn weak_signatures_of_other_entries_may_fire_on_an_example() {
 }
 
 fn errbook_with_stdin(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_errbook"))
-        .env("ERRBOOK_INDEX_CACHE", index_cache())
+    let mut child = errbook_command()
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -93,8 +93,8 @@ pub struct Kb {
 struct Parsed {
     entries: Vec<entry::Parsed>,
     problems: Vec<Problem>,
-    /// Each file's path and a hash of its path and contents.
-    hashes: Vec<(PathBuf, u128)>,
+    /// A hash of each file's path and contents.
+    hashes: Vec<u128>,
 }
 
 impl Parsed {
@@ -108,7 +108,7 @@ impl Parsed {
     fn fingerprint(&mut self) -> u128 {
         self.hashes.sort_unstable();
         let mut all = Vec::with_capacity(self.hashes.len() * 16);
-        for (_, hash) in &self.hashes {
+        for hash in &self.hashes {
             all.extend_from_slice(&hash.to_le_bytes());
         }
         xxhash_rust::xxh3::xxh3_128(&all)
@@ -125,9 +125,7 @@ fn parse_all(dir: &Path, files: &[PathBuf]) -> Parsed {
         for path in paths {
             match std::fs::read_to_string(path) {
                 Ok(text) => {
-                    parsed
-                        .hashes
-                        .push((path.clone(), file_hash(dir, path, &text)));
+                    parsed.hashes.push(file_hash(dir, path, &text));
                     match entry::parse(path, &text) {
                         Ok(entry) => parsed.entries.push(entry),
                         Err(mut found) => parsed.problems.append(&mut found),

@@ -400,8 +400,6 @@ impl SearchIndex {
                 terms.push((text, self.scorer.impacts(kind, text)?.len()));
             }
         }
-        // The rarest reading of a term that several analyzers share comes first.
-        terms.sort_unstable();
         Ok(Highlighter::new(terms))
     }
 }

@@ -47,17 +47,24 @@ struct Occurrence {
 
 impl Highlighter {
     /// `terms` as (text, number of entries holding it). Terms no entry holds, and
-    /// one-letter ASCII terms, are left out. `None` when nothing is left.
+    /// one-letter ASCII terms, are left out; a text given more than once (by several
+    /// analyzers) counts as its rarest. `None` when nothing is left.
     pub fn new<'a>(terms: impl IntoIterator<Item = (&'a str, usize)>) -> Option<Highlighter> {
-        let mut texts = Vec::new();
-        let mut weights = Vec::new();
+        let mut texts: Vec<&str> = Vec::new();
+        let mut counts: Vec<usize> = Vec::new();
         for (text, entries) in terms {
-            if entries == 0 || text.len() < 2 || texts.contains(&text) {
+            if entries == 0 || text.len() < 2 {
                 continue;
             }
-            texts.push(text);
-            weights.push(1.0 / (1.0 + entries as f32));
+            match texts.iter().position(|t| *t == text) {
+                Some(seen) => counts[seen] = counts[seen].min(entries),
+                None => {
+                    texts.push(text);
+                    counts.push(entries);
+                }
+            }
         }
+        let weights = counts.iter().map(|&n| 1.0 / (1.0 + n as f32)).collect();
         if texts.is_empty() {
             return None;
         }

@@ -229,6 +229,15 @@ mod tests {
         .collect()
     }
 
+    /// An empty store, the real kb and the key it is stored under.
+    fn store_of_real_kb() -> (tempfile::TempDir, IndexStore, Arc<Kb>, String) {
+        let root = tempfile::tempdir().unwrap();
+        let store = IndexStore::new(root.path());
+        let kb = load(&real_kb());
+        let key = store.key(&kb).unwrap();
+        (root, store, kb, key)
+    }
+
     fn stores(root: &Path) -> Vec<String> {
         let mut names: Vec<String> = fs::read_dir(root)
             .unwrap()
@@ -241,10 +250,7 @@ mod tests {
 
     #[test]
     fn a_second_start_opens_the_stored_indexes_and_answers_the_same() {
-        let root = tempfile::tempdir().unwrap();
-        let store = IndexStore::new(root.path());
-        let kb = load(&real_kb());
-        let key = store.key(&kb).unwrap();
+        let (root, store, kb, key) = store_of_real_kb();
         let in_ram = SearchIndex::build(kb.clone()).unwrap();
 
         let first = SearchIndex::build_in(kb.clone(), Some(&store)).unwrap();
@@ -301,10 +307,7 @@ mod tests {
 
     #[test]
     fn a_damaged_store_is_rebuilt_not_trusted() {
-        let root = tempfile::tempdir().unwrap();
-        let store = IndexStore::new(root.path());
-        let kb = load(&real_kb());
-        let key = store.key(&kb).unwrap();
+        let (root, store, kb, key) = store_of_real_kb();
         let good = answers(&SearchIndex::build_in(kb.clone(), Some(&store)).unwrap());
 
         // Every file of the main index truncated, as a full disk or a crash could leave it.

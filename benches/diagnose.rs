@@ -8,6 +8,10 @@ use errbook::diagnose::{Diagnoser, Paste};
 use errbook::kb::Kb;
 use errbook::search::SearchIndex;
 
+/// The allocator the errbook binary runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     divan::main();
 }

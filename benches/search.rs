@@ -10,6 +10,10 @@ use errbook::diagnose::normalize;
 use errbook::kb::Kb;
 use errbook::search::{SearchIndex, SearchQuery};
 
+/// The allocator the errbook binary runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     divan::main();
 }

@@ -15,6 +15,11 @@ use errbook::search::{IndexStore, SearchError, SearchIndex, SearchQuery};
 use errbook::web::server;
 
 mod eval;
+
+/// mimalloc instead of glibc's allocator: faster for the many small allocations of
+/// analysis, indexing and JSON (BENCHMARKS.md); tuned in `tune_allocator`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use errbook::{AppState, app};
 
 #[derive(Parser)]
@@ -134,6 +139,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    tune_allocator();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve {
@@ -358,7 +364,6 @@ fn serve(
         .init();
     let started = Instant::now();
     let dir = kb_arg.kb.as_path();
-    limit_malloc_arenas();
     // The Chinese dictionary loads while the entries are read; indexing waits for it.
     std::thread::spawn(errbook::search::analysis::warm_up);
     let Some(kb) = load(dir)? else {
@@ -413,9 +418,10 @@ fn serve(
         let served = state.served();
         tokio::task::spawn_blocking(move || {
             served.index.kb().signatures();
-            release_free_memory();
+            settle_allocator();
             tracing::debug!(ms = started.elapsed().as_millis() as u64, "settled");
         });
+        tokio::spawn(purge_freed_memory());
         #[cfg(unix)]
         tokio::spawn(reload_on_hangup(hangups, reloader.clone()));
         let _watcher = if watch {
@@ -447,24 +453,45 @@ async fn reload_on_hangup(mut hangups: tokio::signal::unix::Signal, reloader: Re
 /// several threads at once, and each extra arena keeps pages of the index that the
 /// server cannot hand back: idle memory was 65 MB without the cap, 57-61 MB with it.
 /// One per core makes the indexing threads wait on each other's arena.
-fn limit_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        // SAFETY: mallopt only changes allocator tuning; called before other threads.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 2 * cores as libc::c_int);
-        }
+/// mimalloc's options, by their numbers in the `mi_option_e` of the mimalloc v3 that
+/// libmimalloc-sys builds (its Rust constants follow v2's numbering).
+const MI_OPTION_PURGE_DECOMMITS: libmimalloc_sys::mi_option_t = 5;
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+/// How long freed memory stays with mimalloc once the server is serving (its own
+/// default), and how often what has waited that long is handed back.
+const SERVING_PURGE_DELAY_MS: std::ffi::c_long = 1_000;
+const PURGE_EVERY: Duration = Duration::from_secs(10);
+
+/// Freed memory goes back to the system at once (decommitted: `MADV_FREE` pages would
+/// still count as resident), so that what indexing frees at start never stays.
+fn tune_allocator() {
+    // SAFETY: setting an option is always allowed; this runs before other threads.
+    unsafe {
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DECOMMITS, 1);
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0);
     }
 }
 
-/// Hands the memory freed by indexing (the writers' buffers) back to the system, so
-/// an idle server's resident size is what it really keeps.
-fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free heap pages to the kernel.
+/// Once indexing is done: hands back what it freed, then lets freed memory wait a
+/// second before it is handed back (requests free and reuse the same memory all the
+/// time, and decommitting it each time would cost a page fault each reuse).
+fn settle_allocator() {
+    // SAFETY: mi_collect only frees memory mimalloc no longer uses; options may be set
+    // at any time.
     unsafe {
-        libc::malloc_trim(0);
+        libmimalloc_sys::mi_collect(true);
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, SERVING_PURGE_DELAY_MS);
+    }
+}
+
+/// mimalloc purges delayed memory only when it is next called; an idle server does not
+/// call it, so after a burst of requests what they freed is handed back here.
+async fn purge_freed_memory() {
+    let mut every = tokio::time::interval(PURGE_EVERY);
+    loop {
+        every.tick().await;
+        // SAFETY: see `settle_allocator`.
+        unsafe { libmimalloc_sys::mi_collect(false) };
     }
 }
 

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Two errbook binaries side by side, in one run, on the same machine load.
+#
+#   scripts/ab.sh OLD_BINARY NEW_BINARY [--kb DIR] [--rounds 3] [--duration 6s]
+#
+# Starts both (each building its indexes in RAM), then for each route runs wrk
+# (2 threads, 32 connections) against one and then the other, ROUNDS times, so that
+# whatever else the machine does falls on both alike. Routes: new searches, new
+# diagnoses of the 4 KB paste, repeated searches, repeated diagnoses. Prints one
+# Markdown row per run, and each binary's start-to-ready time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/common.sh
+
+[ $# -ge 2 ] || { sed -n 2,9p "$0" >&2; exit 2; }
+old=$(realpath "$1")
+new=$(realpath "$2")
+shift 2
+kb=kb
+rounds=3
+duration=6s
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --kb) kb=$2; shift 2 ;;
+        --rounds) rounds=$2; shift 2 ;;
+        --duration) duration=$2; shift 2 ;;
+        *) echo "unknown option $1" >&2; exit 2 ;;
+    esac
+done
+
+work=$(mktemp -d)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
+
+start() { # BINARY NAME: starts it on a free port; sets port_NAME
+    local port log="$work/$2.log"
+    port=$(free_port)
+    NO_COLOR=1 RUST_LOG=errbook=info "$1" serve --kb "$kb" --no-index-cache \
+        --addr "127.0.0.1:$port" >"$log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 1 6000); do
+        grep -q "listening on" "$log" && break
+        sleep 0.05
+    done
+    grep -q "listening on" "$log" || { cat "$log" >&2; exit 1; }
+    printf -v "port_$2" %s "$port"
+    echo "$2: $1, ready_ms=$(grep -o 'ready_ms=[0-9]*' "$log" | cut -d= -f2)"
+}
+start "$old" old
+start "$new" new
+sleep 1
+
+write_load_inputs "$work" tests/browser/nccl-watchdog-timeout.log "$kb"
+
+echo
+echo "| route | binary | requests/s | p50 | p90 | p99 | errors |"
+echo "|---|---|---|---|---|---|---|"
+for route in "search new:search.lua:1" "diagnose new:diagnose.lua:1" \
+    "search repeated:search.lua:0" "diagnose repeated:diagnose.lua:0"; do
+    IFS=: read -r name script unique <<<"$route"
+    for _ in $(seq 1 "$rounds"); do
+        for which in old new; do
+            port_var="port_$which"
+            url="http://127.0.0.1:${!port_var}"
+            out="$work/out.txt"
+            UNIQUE=$unique wrk -t2 -c32 -d1s -s "benches/load/$script" "$url" >/dev/null
+            UNIQUE=$unique wrk -t2 -c32 -d"$duration" --latency \
+                -s "benches/load/$script" "$url" >"$out"
+            awk -v name="$name | $which" -f scripts/wrk-row.awk "$out"
+        done
+    done
+done

@@ -32,19 +32,11 @@ work=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
 
-start() { # BINARY NAME: starts it on a free port; sets port_NAME
-    local port log="$work/$2.log"
-    port=$(free_port)
-    NO_COLOR=1 RUST_LOG=errbook=info "$1" serve --kb "$kb" --no-index-cache \
-        --addr "127.0.0.1:$port" >"$log" 2>&1 &
-    pids+=($!)
-    for _ in $(seq 1 6000); do
-        grep -q "listening on" "$log" && break
-        sleep 0.05
-    done
-    grep -q "listening on" "$log" || { cat "$log" >&2; exit 1; }
+start() { # BINARY NAME: starts it (building its indexes in RAM); sets port_NAME
+    start_errbook "$kb" "$work/$2.log" "$1" --no-index-cache
+    pids+=("$server")
     printf -v "port_$2" %s "$port"
-    echo "$2: $1, ready_ms=$(grep -o 'ready_ms=[0-9]*' "$log" | cut -d= -f2)"
+    echo "$2: $1, ready_ms=$(grep -o 'ready_ms=[0-9]*' "$work/$2.log" | cut -d= -f2)"
 }
 start "$old" old
 start "$new" new

@@ -5,16 +5,19 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# start_errbook KB LOG: starts `errbook serve` on a free port, logging to LOG, and
-# waits until it listens. Sets `server` (its PID) and `port`.
+# start_errbook KB LOG [BINARY [ARGS...]]: starts `BINARY serve` (by default the
+# release build) with ARGS on a free port, logging to LOG, and waits until it listens.
+# Sets `server` (its PID) and `port`.
 start_errbook() {
+    local kb=$1 log=$2 binary=${3:-./target/release/errbook}
+    shift $(($# < 3 ? $# : 3))
     port=$(free_port)
-    NO_COLOR=1 RUST_LOG=errbook=info ./target/release/errbook serve --kb "$1" \
-        --addr "127.0.0.1:$port" >"$2" 2>&1 &
+    NO_COLOR=1 RUST_LOG=errbook=info "$binary" serve --kb "$kb" \
+        --addr "127.0.0.1:$port" "$@" >"$log" 2>&1 &
     server=$!
     for _ in $(seq 1 6000); do
-        grep -q "listening on" "$2" && return 0
-        kill -0 "$server" 2>/dev/null || { cat "$2" >&2; exit 1; }
+        grep -q "listening on" "$log" && return 0
+        kill -0 "$server" 2>/dev/null || { cat "$log" >&2; exit 1; }
         sleep 0.05
     done
     echo "errbook did not start" >&2

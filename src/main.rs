@@ -13,6 +13,7 @@ use errbook::kb::{Kb, LoadError};
 use errbook::reload::Reloader;
 use errbook::search::{IndexStore, SearchError, SearchIndex, SearchQuery};
 use errbook::web::server;
+use errbook::{AppState, app};
 
 mod eval;
 
@@ -20,7 +21,6 @@ mod eval;
 /// analysis, indexing and JSON (BENCHMARKS.md); tuned in `tune_allocator`.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use errbook::{AppState, app};
 
 #[derive(Parser)]
 #[command(
@@ -421,7 +421,6 @@ fn serve(
             settle_allocator();
             tracing::debug!(ms = started.elapsed().as_millis() as u64, "settled");
         });
-        tokio::spawn(purge_freed_memory());
         #[cfg(unix)]
         tokio::spawn(reload_on_hangup(hangups, reloader.clone()));
         let _watcher = if watch {
@@ -449,18 +448,13 @@ async fn reload_on_hangup(mut hangups: tokio::signal::unix::Signal, reloader: Re
     }
 }
 
-/// Caps glibc's malloc arenas at two per core (the default is eight). Indexing runs on
-/// several threads at once, and each extra arena keeps pages of the index that the
-/// server cannot hand back: idle memory was 65 MB without the cap, 57-61 MB with it.
-/// One per core makes the indexing threads wait on each other's arena.
 /// mimalloc's options, by their numbers in the `mi_option_e` of the mimalloc v3 that
 /// libmimalloc-sys builds (its Rust constants follow v2's numbering).
 const MI_OPTION_PURGE_DECOMMITS: libmimalloc_sys::mi_option_t = 5;
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// How long freed memory stays with mimalloc once the server is serving (its own
-/// default), and how often what has waited that long is handed back.
+/// default).
 const SERVING_PURGE_DELAY_MS: std::ffi::c_long = 1_000;
-const PURGE_EVERY: Duration = Duration::from_secs(10);
 
 /// Freed memory goes back to the system at once (decommitted: `MADV_FREE` pages would
 /// still count as resident), so that what indexing frees at start never stays.
@@ -481,17 +475,6 @@ fn settle_allocator() {
     unsafe {
         libmimalloc_sys::mi_collect(true);
         libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, SERVING_PURGE_DELAY_MS);
-    }
-}
-
-/// mimalloc purges delayed memory only when it is next called; an idle server does not
-/// call it, so after a burst of requests what they freed is handed back here.
-async fn purge_freed_memory() {
-    let mut every = tokio::time::interval(PURGE_EVERY);
-    loop {
-        every.tick().await;
-        // SAFETY: see `settle_allocator`.
-        unsafe { libmimalloc_sys::mi_collect(false) };
     }
 }
 

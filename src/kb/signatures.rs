@@ -5,12 +5,14 @@
 //! match a line break then runs only on the lines where its literals were found, so its
 //! cost follows those lines, not the length of the paste.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex::Regex;
 use regex_syntax::hir::literal::{ExtractKind, Extractor, Seq};
 use regex_syntax::hir::{Class, Hir, HirKind};
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
 /// Shortest literal accepted as a regex's prefilter: shorter ones fire everywhere.
 const MIN_PREFILTER_LEN: usize = 3;
@@ -23,6 +25,9 @@ const MAX_DFA_NEEDLES: usize = 5_000;
 /// Past this many literal hits for one regex, it runs over the whole text once instead
 /// of line by line.
 const MAX_LINE_SEARCHES: usize = 256;
+/// Distinct needles checked as written past which a group looks a hit up by length and
+/// hash instead of comparing each (see `Group::by_length`).
+const MANY_NEEDLES: usize = 16;
 
 use super::{Entry, LazyRegex, SignatureKind};
 
@@ -58,11 +63,119 @@ enum Pattern {
 #[derive(Debug, Clone, Default)]
 struct Group {
     ids: Vec<usize>,
-    /// Per id: its needle is the same as the previous id's.
-    same_as_previous: Vec<bool>,
+    /// The runs of equal needles in `ids`.
+    runs: Vec<Run>,
     /// Every pattern is a literal signature: once all have fired, later hits of the
     /// group add nothing.
     literals_only: bool,
+    /// For a group of more than `MANY_NEEDLES` distinct needles that count only as
+    /// written (a real error message that thousands of signatures extend, say): those
+    /// runs by needle length, each length's sorted by the hash of the needle. A hit then
+    /// costs a lookup per length, not a comparison per needle.
+    by_length: Option<Vec<(usize, HashedRuns)>>,
+    /// With `by_length`: the runs that also hold patterns a hit fires as found (a
+    /// case-insensitive regex's literal, a folding character).
+    unchecked: Vec<u32>,
+}
+
+/// Runs (indices into `Group::runs`) by the hash of their needle, sorted.
+type HashedRuns = Vec<(u64, u32)>;
+
+/// A run of equal needles in a group: `ids[start..end]`.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    start: u32,
+    end: u32,
+}
+
+impl Group {
+    fn new(ids: Vec<usize>, patterns: &[Pattern], needles: &[Vec<u8>]) -> Group {
+        let mut runs: Vec<Run> = Vec::new();
+        for (k, &id) in ids.iter().enumerate() {
+            match runs.last_mut() {
+                Some(run) if needles[ids[run.start as usize]] == needles[id] => run.end += 1,
+                _ => runs.push(Run {
+                    start: k as u32,
+                    end: k as u32 + 1,
+                }),
+            }
+        }
+        let literals_only = ids
+            .iter()
+            .all(|&id| matches!(patterns[id], Pattern::Literal(..)));
+        let checked = |id: usize| {
+            matches!(
+                patterns[id],
+                Pattern::Literal(..) | Pattern::Prefilter { exact: true, .. }
+            )
+        };
+        let mut group = Group {
+            ids,
+            runs,
+            literals_only,
+            by_length: None,
+            unchecked: Vec::new(),
+        };
+        let ids_of = |run: &Run| &group.ids[run.start as usize..run.end as usize];
+        let checked_runs = group
+            .runs
+            .iter()
+            .filter(|run| ids_of(run).iter().any(|&id| checked(id)))
+            .count();
+        if checked_runs > MANY_NEEDLES {
+            let mut by_length: std::collections::BTreeMap<usize, HashedRuns> = Default::default();
+            let mut unchecked = Vec::new();
+            for (r, run) in group.runs.iter().enumerate() {
+                let ids = ids_of(run);
+                if ids.iter().any(|&id| checked(id)) {
+                    let needle = &needles[ids[0]];
+                    by_length
+                        .entry(needle.len())
+                        .or_default()
+                        .push((FxBuildHasher.hash_one(needle.as_slice()), r as u32));
+                }
+                if ids.iter().any(|&id| !checked(id)) {
+                    unchecked.push(r as u32);
+                }
+            }
+            let mut by_length: Vec<(usize, HashedRuns)> = by_length.into_iter().collect();
+            for (_, runs) in &mut by_length {
+                runs.sort_unstable();
+            }
+            group.by_length = Some(by_length);
+            group.unchecked = unchecked;
+        }
+        group
+    }
+
+    /// The runs a hit at `start` of `text` may fire, each with whether its needle is
+    /// there as written (`None`: not checked yet).
+    fn runs_at(&self, text: &[u8], start: usize, needles: &[Vec<u8>]) -> Vec<(u32, Option<bool>)> {
+        let Some(by_length) = &self.by_length else {
+            return (0..self.runs.len() as u32).map(|r| (r, None)).collect();
+        };
+        let rest = &text[start..];
+        let mut runs: Vec<(u32, Option<bool>)> = Vec::new();
+        for (length, table) in by_length {
+            let Some(piece) = rest.get(..*length) else {
+                break;
+            };
+            let hash = FxBuildHasher.hash_one(piece);
+            let first = table.partition_point(|&(h, _)| h < hash);
+            for &(_, r) in table[first..].iter().take_while(|&&(h, _)| h == hash) {
+                let run = self.runs[r as usize];
+                if needles[self.ids[run.start as usize]] == piece {
+                    runs.push((r, Some(true)));
+                }
+            }
+        }
+        for &r in &self.unchecked {
+            if !runs.iter().any(|&(found, _)| found == r) {
+                runs.push((r, Some(false)));
+            }
+        }
+        runs
+    }
 }
 
 /// Characters that fold to ASCII letters under Unicode simple case folding.
@@ -165,17 +278,7 @@ impl SignatureSet {
             .into_iter()
             .map(|mut ids| {
                 ids.sort_by(|&a, &b| needles[a].cmp(&needles[b]).then(a.cmp(&b)));
-                let same_as_previous = (0..ids.len())
-                    .map(|k| k > 0 && needles[ids[k]] == needles[ids[k - 1]])
-                    .collect();
-                let literals_only = ids
-                    .iter()
-                    .all(|&id| matches!(patterns[id], Pattern::Literal(..)));
-                Group {
-                    ids,
-                    same_as_previous,
-                    literals_only,
-                }
+                Group::new(ids, &patterns, &needles)
             })
             .collect();
         // A DFA scans fastest, but its build time and memory grow with the patterns
@@ -218,69 +321,61 @@ impl SignatureSet {
         // Work here follows what the text holds, not the size of the set: a knowledge
         // base of 100,000 entries costs a paste no more than one of 60, past the scan.
         let mut found = Vec::new();
-        let mut literal_seen: HashSet<usize> = HashSet::new();
+        let mut literal_seen: FxHashSet<usize> = FxHashSet::default();
         // The regexes worth running, with where their literals were found (`None` once
         // they must search the whole text).
-        let mut wanted: HashMap<usize, Option<Vec<usize>>> = HashMap::new();
+        let mut wanted: FxHashMap<usize, Option<Vec<usize>>> = FxHashMap::default();
         let mut folding = false;
         if let Some(ac) = &self.automaton {
-            // Groups whose literal signatures have all fired.
-            let mut settled: HashSet<usize> = HashSet::new();
+            // Literal signatures fired, by group: a literals-only group whose every
+            // signature fired is settled, and its later hits add nothing.
+            let mut fired: FxHashMap<usize, usize> = FxHashMap::default();
             for m in ac.find_overlapping_iter(text) {
                 let g = m.pattern().as_usize();
-                if settled.contains(&g) {
+                let group = &self.groups[g];
+                if group.literals_only && fired.get(&g) == Some(&group.ids.len()) {
                     continue;
                 }
-                let group = &self.groups[g];
-                let mut all_fired = group.literals_only;
-                // Whether the text holds the current needle as written, once per run
-                // of equal needles.
-                let mut written: Option<bool> = None;
-                for (&id, &same) in group.ids.iter().zip(&group.same_as_previous) {
-                    if !same {
-                        written = None;
-                    }
-                    let needle = &self.needles[id];
+                for (r, mut written) in group.runs_at(text.as_bytes(), m.start(), &self.needles) {
+                    let run = group.runs[r as usize];
+                    let ids = &group.ids[run.start as usize..run.end as usize];
+                    let needle = &self.needles[ids[0]];
+                    // Whether the text holds the run's needle as written, once per run.
                     let mut as_written = || {
                         *written
                             .get_or_insert_with(|| text.as_bytes()[m.start()..].starts_with(needle))
                     };
-                    match self.patterns[id] {
-                        Pattern::Literal(entry, signature) => {
-                            if literal_seen.contains(&id) {
-                                continue;
-                            }
-                            if as_written() {
-                                literal_seen.insert(id);
-                                found.push(SignatureMatch {
-                                    entry,
-                                    signature,
-                                    start: m.start(),
-                                    end: m.start() + needle.len(),
-                                });
-                            } else {
-                                all_fired = false;
-                            }
-                        }
-                        Pattern::Prefilter { regex, exact } if !exact || as_written() => {
-                            let line_local = self.regexes[regex].line_local;
-                            let hits = wanted
-                                .entry(regex)
-                                .or_insert_with(|| line_local.then(Vec::new));
-                            if let Some(list) = hits {
-                                if list.len() < MAX_LINE_SEARCHES {
-                                    list.push(m.start());
-                                } else {
-                                    *hits = None;
+                    for &id in ids {
+                        match self.patterns[id] {
+                            Pattern::Literal(entry, signature) => {
+                                if !literal_seen.contains(&id) && as_written() {
+                                    literal_seen.insert(id);
+                                    *fired.entry(g).or_default() += 1;
+                                    found.push(SignatureMatch {
+                                        entry,
+                                        signature,
+                                        start: m.start(),
+                                        end: m.start() + needle.len(),
+                                    });
                                 }
                             }
+                            Pattern::Prefilter { regex, exact } if !exact || as_written() => {
+                                let line_local = self.regexes[regex].line_local;
+                                let hits = wanted
+                                    .entry(regex)
+                                    .or_insert_with(|| line_local.then(Vec::new));
+                                if let Some(list) = hits {
+                                    if list.len() < MAX_LINE_SEARCHES {
+                                        list.push(m.start());
+                                    } else {
+                                        *hits = None;
+                                    }
+                                }
+                            }
+                            Pattern::Folding => folding = true,
+                            Pattern::Prefilter { .. } => {}
                         }
-                        Pattern::Folding => folding = true,
-                        Pattern::Prefilter { .. } => {}
                     }
-                }
-                if all_fired {
-                    settled.insert(g);
                 }
             }
         }
@@ -700,5 +795,53 @@ mod tests {
         let lower = set.matches("childfailederror");
         assert_eq!(lower.len(), 1);
         assert_eq!(lower[0].entry, 2_000);
+    }
+
+    #[test]
+    fn many_messages_extending_one_error_fire_only_where_written_whole() {
+        // Hundreds of literals that extend one real message (past the automaton's 16
+        // bytes) are looked up by length and hash at a hit; a case-sensitive regex and a
+        // case-insensitive one on the same prefix share the group.
+        let message = "Watchdog caught collective operation timeout";
+        let mut entries: Vec<Entry> = (0..300)
+            .map(|i| {
+                entry(
+                    &format!("e{i}"),
+                    vec![Signature::literal(&format!("{message} [rank {i}]"))],
+                )
+            })
+            .collect();
+        entries.push(entry("bare", vec![Signature::literal(message)]));
+        entries.push(entry(
+            "exact",
+            vec![regex(r"Watchdog caught \w+ operation")],
+        ));
+        entries.push(entry(
+            "any case",
+            vec![regex(r"(?i)watchdog caught collective")],
+        ));
+        let set = SignatureSet::new(&entries);
+        let text = format!("x\n[E] {message} [rank 7] after 600000 ms\n{message} [rank 250]\n");
+        let found = set.matches(&text);
+        let slugs: Vec<&str> = found
+            .iter()
+            .map(|m| entries[m.entry].slug.as_str())
+            .collect();
+        assert_eq!(slugs, ["e7", "e250", "bare", "exact", "any case"]);
+        assert_eq!(
+            &text[found[0].start..found[0].end],
+            format!("{message} [rank 7]")
+        );
+        assert_eq!(found[2].start, 6, "first occurrence");
+        // In capitals: no literal and no case-sensitive regex, only the one ignoring case.
+        let upper = text.to_uppercase();
+        let found = set.matches(&upper);
+        assert_eq!(found.len(), 1);
+        assert_eq!(entries[found[0].entry].slug, "any case");
+        // The same first 16 bytes, then another message: only the regex that allows it.
+        assert_eq!(
+            fired(&set, "Watchdog caught collective barrier stall"),
+            [302]
+        );
     }
 }

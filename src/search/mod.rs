@@ -9,9 +9,8 @@ mod scoring;
 mod snippet;
 mod store;
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use tantivy::indexer::UserOperation;
 use tantivy::query::Bm25StatisticsProvider;
@@ -590,8 +589,10 @@ fn register_analyzers(index: &Index) {
 struct GlobalStats {
     searcher: Searcher,
     fields: Fields,
-    /// Entries holding each term looked up so far (bounded by `DOC_FREQS`).
-    doc_freqs: RwLock<HashMap<Term, u64>>,
+    /// Entries holding each term looked up so far, by the term in its kind's first
+    /// field: all parts share one count, which is the same for all of them. The least
+    /// used are forgotten past `DOC_FREQS`.
+    doc_freqs: quick_cache::sync::Cache<Term, u64>,
 }
 
 /// Most document frequencies remembered: queries bring endless new words.
@@ -602,7 +603,7 @@ impl GlobalStats {
         GlobalStats {
             searcher,
             fields,
-            doc_freqs: RwLock::default(),
+            doc_freqs: quick_cache::sync::Cache::new(DOC_FREQS),
         }
     }
 
@@ -644,28 +645,21 @@ impl Bm25StatisticsProvider for GlobalStats {
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        let known = self
-            .doc_freqs
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(&held) = known.get(term) {
-            return Ok(held);
-        }
-        drop(known);
         let value = term.value();
         let (Some(fields), Some(text)) = (self.fields.same_kind(term.field()), value.as_str())
         else {
             return self.searcher.doc_freq(term);
         };
+        // Each part's weight asks for the count: the first field stands for them all.
+        let key = Term::from_field_text(fields[0], text);
+        if let Some(held) = self.doc_freqs.get(&key) {
+            return Ok(held);
+        }
         let held = self.union_doc_freq(&fields, text)?;
-        let mut known = self
-            .doc_freqs
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
         // Terms no entry holds are not kept, so endless new words in queries cannot
         // crowd out the real ones.
-        if held > 0 && known.len() < DOC_FREQS {
-            known.insert(term.clone(), held);
+        if held > 0 {
+            self.doc_freqs.insert(key, held);
         }
         Ok(held)
     }

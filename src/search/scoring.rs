@@ -12,7 +12,7 @@
 //! milliseconds while the scoring itself costs microseconds. The cached impacts make
 //! that setup a hash lookup per term, and the scores come out the same.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
 use tantivy::collector::TopDocs;
@@ -201,18 +201,38 @@ pub fn holds(impacts: &[Impact], ordinal: u32) -> bool {
     impacts.binary_search_by_key(&ordinal, |i| i.doc).is_ok()
 }
 
-/// Impacts by term, for one analyzer; weighed by their length.
-type TermCache = quick_cache::sync::Cache<Box<str>, Impacts, ImpactsWeight>;
+/// Impacts by term, over the three analyzers; weighed by their length.
+type TermCache = quick_cache::sync::Cache<TermKey, Impacts, ImpactsWeight>;
+
+/// A cached term: its analyzer and text.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct TermKey {
+    kind: FieldKind,
+    text: Box<str>,
+}
+
+/// A `TermKey` to look up without copying the text; hashes as the key does.
+#[derive(Hash)]
+struct TermRef<'a> {
+    kind: FieldKind,
+    text: &'a str,
+}
+
+impl quick_cache::Equivalent<TermKey> for TermRef<'_> {
+    fn equivalent(&self, key: &TermKey) -> bool {
+        self.kind == key.kind && *self.text == *key.text
+    }
+}
 
 #[derive(Clone)]
 struct ImpactsWeight;
 
-impl quick_cache::Weighter<Box<str>, Impacts> for ImpactsWeight {
+impl quick_cache::Weighter<TermKey, Impacts> for ImpactsWeight {
     /// In impacts (8 bytes each): the term's impacts, plus its text and the cache's
     /// own bookkeeping, so that many short terms cannot fill memory the budget does
     /// not count.
-    fn weight(&self, term: &Box<str>, impacts: &Impacts) -> u64 {
-        impacts.len() as u64 + (term.len() as u64 + ENTRY_OVERHEAD_BYTES).div_ceil(8)
+    fn weight(&self, term: &TermKey, impacts: &Impacts) -> u64 {
+        impacts.len() as u64 + (term.text.len() as u64 + ENTRY_OVERHEAD_BYTES).div_ceil(8)
     }
 }
 
@@ -220,27 +240,27 @@ impl quick_cache::Weighter<Box<str>, Impacts> for ImpactsWeight {
 /// counts and the cache's slot.
 const ENTRY_OVERHEAD_BYTES: u64 = 64;
 
-/// One cache per analyzer. Words are most of every query; identifier parts and grams
-/// get a quarter of the budget each.
-/// Each cache is split into `CACHE_SHARDS` shards, whose budget must hold a term held
+/// One cache for the three analyzers, so the budget goes where the queries are: an
+/// English paste holds as many identifier parts as words and no grams, a Chinese
+/// question mostly grams. (Split a half and two quarters, identifier parts were
+/// forgotten and read again on every diagnosis at 100,000 entries.)
+/// The cache is split into `CACHE_SHARDS` shards, whose budget must hold a term held
 /// by every document: a fixed count, not one per core, so that stays true on any
-/// machine (the budget per shard is at least 8 impacts per document).
-fn term_caches(num_docs: usize) -> [TermCache; 3] {
+/// machine (the budget per shard is at least 32 impacts per document).
+fn term_cache(num_docs: usize) -> TermCache {
     let budget = CACHE_BUDGET.max(CACHE_PER_DOC * num_docs as u64);
-    [budget / 2, budget / 4, budget / 4].map(|weight| {
-        let options = quick_cache::OptionsBuilder::new()
-            .estimated_items_capacity(16 << 10)
-            .weight_capacity(weight)
-            .shards(CACHE_SHARDS)
-            .build()
-            .expect("valid cache options");
-        TermCache::with_options(
-            options,
-            ImpactsWeight,
-            Default::default(),
-            Default::default(),
-        )
-    })
+    let options = quick_cache::OptionsBuilder::new()
+        .estimated_items_capacity(32 << 10)
+        .weight_capacity(budget)
+        .shards(CACHE_SHARDS)
+        .build()
+        .expect("valid cache options");
+    TermCache::with_options(
+        options,
+        ImpactsWeight,
+        Default::default(),
+        Default::default(),
+    )
 }
 
 /// Scores query plans against one index: its parts (boost, fields), its BM25
@@ -252,7 +272,7 @@ pub struct Scorer {
     /// The ordinal of each segment's first document.
     bases: Vec<u32>,
     num_docs: usize,
-    cache: [TermCache; 3],
+    cache: TermCache,
 }
 
 impl Scorer {
@@ -274,7 +294,7 @@ impl Scorer {
             parts,
             bases,
             num_docs: num_docs as usize,
-            cache: term_caches(num_docs as usize),
+            cache: term_cache(num_docs as usize),
         }
     }
 
@@ -307,24 +327,25 @@ impl Scorer {
 
     /// The term's score in each document that holds it, by ordinal.
     pub fn impacts(&self, kind: FieldKind, term: &str) -> Result<Impacts, SearchError> {
-        let cache = &self.cache[kind as usize];
-        if let Some(found) = cache.get(term) {
+        if let Some(found) = self.cache.get(&TermRef { kind, text: term }) {
             return Ok(found);
         }
         let impacts: Impacts = self.read_impacts(kind, term)?.into();
         // A term no entry holds is not kept: queries bring endless new words (typos,
         // numbers, IDs), and looking one up again costs only a dictionary miss.
         if !impacts.is_empty() {
-            cache.insert(term.into(), impacts.clone());
+            let key = TermKey {
+                kind,
+                text: term.into(),
+            };
+            self.cache.insert(key, impacts.clone());
         }
         Ok(impacts)
     }
 
     /// Forgets every cached impact (the next queries read the postings again).
     pub fn clear_cache(&self) {
-        for cache in &self.cache {
-            cache.clear();
-        }
+        self.cache.clear();
     }
 
     /// Reads the term's postings in every part: per document, the best part's boosted
@@ -477,24 +498,53 @@ fn merge_part(found: Vec<(u32, f32, f32)>, part: &[(u32, f32)]) -> Vec<(u32, f32
 
 /// Ordinals with a positive score, best first (ties: lower ordinal first), at most
 /// `limit` of them.
+///
+/// One pass that keeps the best `limit` so far: at 100,000 entries (or 500,000
+/// passages) a common word gives most documents a score, and collecting them all to
+/// select from was a sixth of a search.
 pub fn top(scores: &[f32], limit: usize) -> Vec<(u32, f32)> {
     if limit == 0 {
         return Vec::new();
     }
-    let mut ranked: Vec<(u32, f32)> = scores
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| **s > 0.0)
-        .map(|(i, s)| (i as u32, *s))
-        .collect();
-    let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    // Only the best `limit` are sorted: a common word scores most of a large index.
-    if ranked.len() > limit {
-        ranked.select_nth_unstable_by(limit - 1, order);
-        ranked.truncate(limit);
+    let mut kept: BinaryHeap<Worse> = BinaryHeap::with_capacity(limit.min(scores.len()) + 1);
+    // The score to beat once `limit` are kept; ordinals come in ascending order, so a
+    // later tie with the worst kept is worse than it.
+    let mut bar = 0.0f32;
+    for (ordinal, &score) in scores.iter().enumerate() {
+        // Not above the bar (NaN never is).
+        if score.partial_cmp(&bar) != Some(std::cmp::Ordering::Greater) {
+            continue;
+        }
+        kept.push(Worse(score, ordinal as u32));
+        if kept.len() > limit {
+            kept.pop();
+        }
+        if kept.len() == limit {
+            bar = kept.peek().map_or(bar, |w| w.0);
+        }
     }
-    ranked.sort_unstable_by(order);
+    let mut ranked: Vec<(u32, f32)> = kept.into_iter().map(|Worse(s, o)| (o, s)).collect();
+    ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     ranked
+}
+
+/// A scored ordinal, ordered so that the worse one is the greater: lower score, or the
+/// same score and a higher ordinal. A `BinaryHeap` of them has the worst on top.
+#[derive(PartialEq)]
+struct Worse(f32, u32);
+
+impl Eq for Worse {}
+
+impl Ord for Worse {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.0.total_cmp(&self.0).then(self.1.cmp(&other.1))
+    }
+}
+
+impl PartialOrd for Worse {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 #[cfg(test)]

@@ -807,7 +807,7 @@ mod tests {
             .map(|i| {
                 entry(
                     &format!("e{i}"),
-                    vec![Signature::literal(&format!("{message} [rank {i}]"))],
+                    vec![Signature::literal(format!("{message} [rank {i}]"))],
                 )
             })
             .collect();

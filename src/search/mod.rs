@@ -269,9 +269,11 @@ impl SearchIndex {
         Ok(match plan {
             Some(plan) => {
                 let mut scores = self.scorer.scores(plan)?;
-                for (ordinal, score) in scores.iter_mut().enumerate() {
-                    if !has_tag(self.entry_of[ordinal]) {
-                        *score = 0.0;
+                if tag.is_some() {
+                    for (ordinal, score) in scores.iter_mut().enumerate() {
+                        if !has_tag(self.entry_of[ordinal]) {
+                            *score = 0.0;
+                        }
                     }
                 }
                 scoring::top(&scores, limit)

@@ -510,23 +510,35 @@ pub fn top(scores: &[f32], limit: usize) -> Vec<(u32, f32)> {
     // The score to beat once `limit` are kept; ordinals come in ascending order, so a
     // later tie with the worst kept is worse than it.
     let mut bar = 0.0f32;
-    for (ordinal, &score) in scores.iter().enumerate() {
-        // Not above the bar (NaN never is).
-        if score.partial_cmp(&bar) != Some(std::cmp::Ordering::Greater) {
+    for (chunk_index, chunk) in scores.chunks(CHUNK).enumerate() {
+        // Most chunks hold nothing above the bar once it is set: their maximum (taken in
+        // SIMD registers; NaN is never above) rules them out at once.
+        let max = chunk
+            .iter()
+            .fold(0.0f32, |max, &score| if score > max { score } else { max });
+        if max <= bar {
             continue;
         }
-        kept.push(Worse(score, ordinal as u32));
-        if kept.len() > limit {
-            kept.pop();
-        }
-        if kept.len() == limit {
-            bar = kept.peek().map_or(bar, |w| w.0);
+        for (i, &score) in chunk.iter().enumerate() {
+            if score.partial_cmp(&bar) != Some(std::cmp::Ordering::Greater) {
+                continue;
+            }
+            kept.push(Worse(score, (chunk_index * CHUNK + i) as u32));
+            if kept.len() > limit {
+                kept.pop();
+            }
+            if kept.len() == limit {
+                bar = kept.peek().map_or(bar, |w| w.0);
+            }
         }
     }
     let mut ranked: Vec<(u32, f32)> = kept.into_iter().map(|Worse(s, o)| (o, s)).collect();
     ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     ranked
 }
+
+/// Scores `top` rules out at once when none is above the bar.
+const CHUNK: usize = 64;
 
 /// A scored ordinal, ordered so that the worse one is the greater: lower score, or the
 /// same score and a higher ordinal. A `BinaryHeap` of them has the worst on top.

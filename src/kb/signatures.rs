@@ -69,12 +69,19 @@ struct Group {
     /// group add nothing.
     literals_only: bool,
     /// For a group of more than `MANY_NEEDLES` distinct needles that count only as
-    /// written (a real error message that thousands of signatures extend, say): those
-    /// runs by needle length, each length's sorted by the hash of the needle. A hit then
-    /// costs a lookup per length, not a comparison per needle.
-    by_length: Option<Vec<(usize, HashedRuns)>>,
-    /// With `by_length`: the runs that also hold patterns a hit fires as found (a
-    /// case-insensitive regex's literal, a folding character).
+    /// written (a real error message that thousands of signatures extend, say).
+    lookup: Option<RunLookup>,
+}
+
+/// How a hit finds its runs in a group of many needles: a lookup per needle length,
+/// not a comparison per needle.
+#[derive(Debug, Clone)]
+struct RunLookup {
+    /// The runs checked as written, by needle length, each length's sorted by the hash
+    /// of the needle.
+    by_length: Vec<(usize, HashedRuns)>,
+    /// The runs that also hold patterns a hit fires as found (a case-insensitive
+    /// regex's literal, a folding character).
     unchecked: Vec<u32>,
 }
 
@@ -113,8 +120,7 @@ impl Group {
             ids,
             runs,
             literals_only,
-            by_length: None,
-            unchecked: Vec::new(),
+            lookup: None,
         };
         let ids_of = |run: &Run| &group.ids[run.start as usize..run.end as usize];
         let checked_runs = group
@@ -142,21 +148,31 @@ impl Group {
             for (_, runs) in &mut by_length {
                 runs.sort_unstable();
             }
-            group.by_length = Some(by_length);
-            group.unchecked = unchecked;
+            group.lookup = Some(RunLookup {
+                by_length,
+                unchecked,
+            });
         }
         group
     }
 
-    /// The runs a hit at `start` of `text` may fire, each with whether its needle is
-    /// there as written (`None`: not checked yet).
-    fn runs_at(&self, text: &[u8], start: usize, needles: &[Vec<u8>]) -> Vec<(u32, Option<bool>)> {
-        let Some(by_length) = &self.by_length else {
-            return (0..self.runs.len() as u32).map(|r| (r, None)).collect();
+    /// Sets `runs` to the runs a hit at `start` of `text` may fire, each with whether
+    /// its needle is there as written (`None`: not checked yet). One buffer serves
+    /// every hit of a text.
+    fn runs_at(
+        &self,
+        text: &[u8],
+        start: usize,
+        needles: &[Vec<u8>],
+        runs: &mut Vec<(u32, Option<bool>)>,
+    ) {
+        runs.clear();
+        let Some(lookup) = &self.lookup else {
+            runs.extend((0..self.runs.len() as u32).map(|r| (r, None)));
+            return;
         };
         let rest = &text[start..];
-        let mut runs: Vec<(u32, Option<bool>)> = Vec::new();
-        for (length, table) in by_length {
+        for (length, table) in &lookup.by_length {
             let Some(piece) = rest.get(..*length) else {
                 break;
             };
@@ -169,12 +185,11 @@ impl Group {
                 }
             }
         }
-        for &r in &self.unchecked {
+        for &r in &lookup.unchecked {
             if !runs.iter().any(|&(found, _)| found == r) {
                 runs.push((r, Some(false)));
             }
         }
-        runs
     }
 }
 
@@ -330,13 +345,15 @@ impl SignatureSet {
             // Literal signatures fired, by group: a literals-only group whose every
             // signature fired is settled, and its later hits add nothing.
             let mut fired: FxHashMap<usize, usize> = FxHashMap::default();
+            let mut runs = Vec::new();
             for m in ac.find_overlapping_iter(text) {
                 let g = m.pattern().as_usize();
                 let group = &self.groups[g];
                 if group.literals_only && fired.get(&g) == Some(&group.ids.len()) {
                     continue;
                 }
-                for (r, mut written) in group.runs_at(text.as_bytes(), m.start(), &self.needles) {
+                group.runs_at(text.as_bytes(), m.start(), &self.needles, &mut runs);
+                for &(r, mut written) in &runs {
                     let run = group.runs[r as usize];
                     let ids = &group.ids[run.start as usize..run.end as usize];
                     let needle = &self.needles[ids[0]];

@@ -1,6 +1,6 @@
 //! Search-side costs over the shipped kb: normalising a message, ranking an analysed
 //! text, a full search with snippets (its answer cache emptied each time, so the work
-//! is real), and building the index from the loaded entries.
+//! is real), analysing the entries' text, and building the index from them.
 //! Run: `cargo bench --bench search`.
 
 use std::path::Path;
@@ -8,7 +8,8 @@ use std::sync::{Arc, LazyLock};
 
 use errbook::diagnose::normalize;
 use errbook::kb::Kb;
-use errbook::search::{SearchIndex, SearchQuery};
+use errbook::search::{SearchIndex, SearchQuery, analysis};
+use tantivy::tokenizer::TokenStream;
 
 /// The allocator the errbook binary runs with.
 #[global_allocator]
@@ -71,6 +72,43 @@ fn search_repeated(query: &str) -> usize {
         .search(&SearchQuery::new(query, None, 10))
         .unwrap()
         .len()
+}
+
+/// Each analyzer over the text of every entry (title, summaries, symptoms, body and
+/// examples), as indexing runs it: terms counted, not kept.
+#[divan::bench(args = [analysis::WORDS, analysis::IDENT, analysis::GRAM])]
+fn analyse(bencher: divan::Bencher, analyzer: &str) {
+    let texts: Vec<&str> = KB
+        .entries()
+        .iter()
+        .flat_map(|e| {
+            [&e.title, &e.title_zh, &e.summary, &e.summary_zh, &e.text]
+                .into_iter()
+                .chain(&e.symptoms)
+                .chain(&e.examples)
+                .map(String::as_str)
+        })
+        .collect();
+    let mut analyzer = match analyzer {
+        analysis::WORDS => analysis::words_analyzer(),
+        analysis::IDENT => analysis::ident_analyzer(),
+        _ => analysis::gram_analyzer(),
+    };
+    analysis::warm_up();
+    bencher
+        .counter(divan::counter::BytesCount::new(
+            texts.iter().map(|t| t.len()).sum::<usize>(),
+        ))
+        .bench_local(|| {
+            let mut terms = 0;
+            for text in &texts {
+                let mut stream = analyzer.token_stream(text);
+                while stream.advance() {
+                    terms += 1;
+                }
+            }
+            terms
+        });
 }
 
 /// Indexing the loaded entries: the main index and both phrase indexes.

@@ -26,7 +26,7 @@ const MAX_DFA_NEEDLES: usize = 5_000;
 /// of line by line.
 const MAX_LINE_SEARCHES: usize = 256;
 /// Distinct needles checked as written past which a group looks a hit up by length and
-/// hash instead of comparing each (see `Group::by_length`).
+/// hash instead of comparing each (see `RunLookup`).
 const MANY_NEEDLES: usize = 16;
 
 use super::{Entry, LazyRegex, SignatureKind};

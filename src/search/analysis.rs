@@ -409,16 +409,16 @@ impl TokenStream for IdentStream<'_> {
 /// the last capital of a capital run followed by lowercase (`NCCLError` -> NCCL, Error).
 /// Yields (byte offset within the word, part).
 pub fn ident_parts(word: &str) -> IdentParts<'_> {
-    // Most words are one part: lowercase ASCII without `_`.
+    // Most words are one part: lowercase ASCII without `_`. Such a word is the part
+    // already begun, with no character left to read.
     let whole = word
         .bytes()
         .all(|b| b.is_ascii() && b != b'_' && !b.is_ascii_uppercase());
     IdentParts {
         word,
-        chars: word.char_indices().peekable(),
+        chars: if whole { "" } else { word }.char_indices().peekable(),
         prev: None,
-        start: None,
-        whole,
+        start: (whole && !word.is_empty()).then_some(0),
     }
 }
 
@@ -428,19 +428,12 @@ pub struct IdentParts<'a> {
     prev: Option<char>,
     /// Where the part being read starts.
     start: Option<usize>,
-    /// The word is a single part (and is yielded as soon as asked).
-    whole: bool,
 }
 
 impl<'a> Iterator for IdentParts<'a> {
     type Item = (usize, &'a str);
 
     fn next(&mut self) -> Option<(usize, &'a str)> {
-        if self.whole {
-            self.whole = false;
-            self.chars = "".char_indices().peekable();
-            return (!self.word.is_empty()).then_some((0, self.word));
-        }
         while let Some((i, c)) = self.chars.next() {
             let prev = self.prev.replace(c);
             if c == '_' {
@@ -744,70 +737,66 @@ mod tests {
             }
         }
 
+        /// A tokenizer that is a function from text to its tokens.
         #[derive(Clone)]
-        struct Words;
-        impl Tokenizer for Words {
+        struct Reference(fn(&str) -> Vec<Token>);
+
+        impl Tokenizer for Reference {
             type TokenStream<'a> = Tokens;
             fn token_stream<'a>(&'a mut self, text: &'a str) -> Tokens {
-                let mut tokens = Vec::new();
-                for (cjk, start, run) in runs(text) {
-                    if cjk {
-                        for w in JIEBA.cut(run, true) {
-                            tokens.push(token(w.word, start + w.byte_start, tokens.len()));
-                        }
-                    } else {
-                        tokens.push(token(run, start, tokens.len()));
-                    }
-                }
-                Tokens(tokens, 0)
+                Tokens((self.0)(text), 0)
             }
         }
 
-        #[derive(Clone)]
-        struct Ident;
-        impl Tokenizer for Ident {
-            type TokenStream<'a> = Tokens;
-            fn token_stream<'a>(&'a mut self, text: &'a str) -> Tokens {
-                let mut tokens = Vec::new();
-                for (cjk, start, run) in runs(text) {
-                    if !cjk {
-                        for (offset, part) in ident_parts(run) {
-                            tokens.push(token(part, start + offset, tokens.len()));
-                        }
+        fn words_tokens(text: &str) -> Vec<Token> {
+            let mut tokens = Vec::new();
+            for (cjk, start, run) in runs(text) {
+                if cjk {
+                    for w in JIEBA.cut(run, true) {
+                        tokens.push(token(w.word, start + w.byte_start, tokens.len()));
                     }
+                } else {
+                    tokens.push(token(run, start, tokens.len()));
                 }
-                Tokens(tokens, 0)
             }
+            tokens
         }
 
-        #[derive(Clone)]
-        struct Gram;
-        impl Tokenizer for Gram {
-            type TokenStream<'a> = Tokens;
-            fn token_stream<'a>(&'a mut self, text: &'a str) -> Tokens {
-                let mut tokens = Vec::new();
-                let mut position = 0;
-                for (cjk, start, run) in runs(text) {
-                    if !cjk {
-                        continue;
+        fn ident_tokens(text: &str) -> Vec<Token> {
+            let mut tokens = Vec::new();
+            for (cjk, start, run) in runs(text) {
+                if !cjk {
+                    for (offset, part) in ident_parts(run) {
+                        tokens.push(token(part, start + offset, tokens.len()));
                     }
-                    let chars: Vec<(usize, char)> = run.char_indices().collect();
-                    for (k, &(i, c)) in chars.iter().enumerate() {
-                        let from = start + i;
-                        tokens.push(token(&run[i..i + c.len_utf8()], from, position));
-                        if let Some(&(j, d)) = chars.get(k + 1) {
-                            tokens.push(token(&run[i..j + d.len_utf8()], from, position));
-                        }
-                        position += 1;
+                }
+            }
+            tokens
+        }
+
+        fn gram_tokens(text: &str) -> Vec<Token> {
+            let mut tokens = Vec::new();
+            let mut position = 0;
+            for (cjk, start, run) in runs(text) {
+                if !cjk {
+                    continue;
+                }
+                let chars: Vec<(usize, char)> = run.char_indices().collect();
+                for (k, &(i, c)) in chars.iter().enumerate() {
+                    let from = start + i;
+                    tokens.push(token(&run[i..i + c.len_utf8()], from, position));
+                    if let Some(&(j, d)) = chars.get(k + 1) {
+                        tokens.push(token(&run[i..j + d.len_utf8()], from, position));
                     }
                     position += 1;
                 }
-                Tokens(tokens, 0)
+                position += 1;
             }
+            tokens
         }
 
         pub fn words() -> TextAnalyzer {
-            TextAnalyzer::builder(Words)
+            TextAnalyzer::builder(Reference(words_tokens))
                 .filter(RemoveLongFilter::limit(64))
                 .filter(LowerCaser)
                 .filter(StopWordFilter::remove(
@@ -818,7 +807,7 @@ mod tests {
         }
 
         pub fn ident() -> TextAnalyzer {
-            TextAnalyzer::builder(Ident)
+            TextAnalyzer::builder(Reference(ident_tokens))
                 .filter(RemoveLongFilter::limit(64))
                 .filter(LowerCaser)
                 .filter(Stemmer::new(Language::English))
@@ -826,7 +815,7 @@ mod tests {
         }
 
         pub fn gram() -> TextAnalyzer {
-            TextAnalyzer::builder(Gram).build()
+            TextAnalyzer::builder(Reference(gram_tokens)).build()
         }
     }
 

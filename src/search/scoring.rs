@@ -532,9 +532,11 @@ pub fn top(scores: &[f32], limit: usize) -> Vec<(u32, f32)> {
             }
         }
     }
-    let mut ranked: Vec<(u32, f32)> = kept.into_iter().map(|Worse(s, o)| (o, s)).collect();
-    ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    ranked
+    // Ascending by `Worse` is best first.
+    kept.into_sorted_vec()
+        .into_iter()
+        .map(|Worse(s, o)| (o, s))
+        .collect()
 }
 
 /// Scores `top` rules out at once when none is above the bar.

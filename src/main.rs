@@ -364,8 +364,6 @@ fn serve(
         .init();
     let started = Instant::now();
     let dir = kb_arg.kb.as_path();
-    // The Chinese dictionary loads while the entries are read; indexing waits for it.
-    std::thread::spawn(errbook::search::analysis::warm_up);
     let Some(kb) = load(dir)? else {
         eprintln!(
             "error: refusing to serve an invalid knowledge base; fix it and run `errbook check`"
@@ -412,12 +410,17 @@ fn serve(
             ready_ms = started.elapsed().as_millis() as u64,
             "errbook listening on http://{local}"
         );
-        // Search is ready. Now the signature matcher that diagnosis needs is built
-        // (rather than when the first paste arrives), and the memory indexing freed is
-        // handed back.
+        // Search is ready. Now jieba's whole dictionary, which Chinese queries need
+        // (indexing used only part of it), and the signature matcher that diagnosis
+        // needs are built, side by side (rather than when the first query or paste
+        // arrives), and the memory indexing freed is handed back.
         let served = state.served();
         tokio::task::spawn_blocking(move || {
+            let jieba = std::thread::spawn(errbook::search::analysis::warm_up);
             served.index.kb().signatures();
+            if jieba.join().is_err() {
+                tracing::error!("loading jieba's dictionary failed");
+            }
             settle_allocator();
             tracing::debug!(ms = started.elapsed().as_millis() as u64, "settled");
         });

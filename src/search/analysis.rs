@@ -7,8 +7,9 @@
 //! one- and two-character queries find words jieba keeps whole).
 
 use std::cell::RefCell;
+use std::fmt;
 use std::marker::PhantomData;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use jieba_rs::Jieba;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -20,12 +21,232 @@ pub const WORDS: &str = "errbook_words";
 pub const IDENT: &str = "errbook_ident";
 pub const GRAM: &str = "errbook_gram";
 
-/// The dictionary is compiled into the binary; loading it takes ~100 ms, so once.
-static JIEBA: LazyLock<Jieba> = LazyLock::new(Jieba::new);
+/// jieba with its whole dictionary, which is compiled into the binary: loading it takes
+/// ~100 ms, so once, when first needed (queries); indexing needs only part of it (see
+/// `Segmenter::for_texts`).
+static JIEBA: OnceLock<Jieba> = OnceLock::new();
 
-/// Forces the jieba dictionary to load now rather than on the first query.
+fn full_jieba() -> &'static Jieba {
+    JIEBA.get_or_init(Jieba::new)
+}
+
+/// Loads jieba's whole dictionary now rather than on the first Chinese query.
 pub fn warm_up() {
-    LazyLock::force(&JIEBA);
+    full_jieba();
+}
+
+/// jieba's dictionary, words and frequencies, zstd-compressed (see `data/README.md`).
+const DICTIONARY: &[u8] = include_bytes!("data/jieba-dict.zst");
+
+/// A word no Chinese run can contain (a private-use character): in a dictionary cut
+/// down to some words, it carries the frequencies of the words left out.
+const LEFT_OUT: &str = "\u{e000}";
+
+/// How the `words` analyzer segments Chinese runs: with jieba's whole dictionary, or
+/// with the part of it that a known set of texts can use.
+#[derive(Clone, Default)]
+pub struct Segmenter(Option<Arc<Subset>>);
+
+/// jieba with only the dictionary words that `alphabet` covers.
+struct Subset {
+    jieba: Jieba,
+    alphabet: Alphabet,
+}
+
+impl Segmenter {
+    /// Segments with jieba's whole dictionary, loaded on first use.
+    pub fn full() -> Segmenter {
+        Segmenter(None)
+    }
+
+    /// A segmenter for `texts` that does not wait for jieba's whole dictionary (unless
+    /// that is loaded already: then it is the one): it holds only the dictionary words
+    /// whose every character, and every two characters next to each other, occur so
+    /// in the Chinese of `texts`. For the shipped kb that is one word in thirty, read
+    /// and loaded in ~20 ms instead of ~100.
+    ///
+    /// It segments those texts exactly as the whole dictionary does. jieba segments a
+    /// run of Chinese by the dictionary words that occur in it, their frequencies, the
+    /// dictionary's total frequency, and its own model for words it does not know.
+    /// Every word that occurs in a run of `texts` is kept, with its frequency; the
+    /// words left out are one word that no run can hold, with their frequencies, so
+    /// the total is the same; the model is the same. A run with a character or a pair
+    /// of characters that `texts` do not have is segmented with the whole dictionary,
+    /// so no text is segmented differently, whatever text it is given.
+    pub fn for_texts<S: AsRef<str>>(texts: impl IntoIterator<Item = S>) -> Segmenter {
+        if JIEBA.get().is_some() {
+            return Segmenter::full();
+        }
+        Segmenter::subset_for(texts)
+    }
+
+    /// The segmenter of `for_texts`, built even when the whole dictionary is loaded.
+    fn subset_for<S: AsRef<str>>(texts: impl IntoIterator<Item = S>) -> Segmenter {
+        let mut alphabet = Alphabet::default();
+        for text in texts {
+            alphabet.add_runs_of(text.as_ref());
+        }
+        match subset(&alphabet) {
+            Ok(jieba) => Segmenter(Some(Arc::new(Subset { jieba, alphabet }))),
+            Err(error) => {
+                tracing::warn!(%error, "using jieba's whole dictionary");
+                Segmenter::full()
+            }
+        }
+    }
+
+    /// The jieba that segments `run`, a run of Chinese characters.
+    fn jieba_for(&self, run: &str) -> &Jieba {
+        match &self.0 {
+            Some(subset) if subset.alphabet.covers(run.as_bytes()) => &subset.jieba,
+            _ => full_jieba(),
+        }
+    }
+}
+
+impl fmt::Debug for Segmenter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            None => f.write_str("Segmenter(whole dictionary)"),
+            Some(subset) => write!(
+                f,
+                "Segmenter({} characters, {} pairs)",
+                subset.alphabet.chars.len(),
+                subset.alphabet.pairs.len()
+            ),
+        }
+    }
+}
+
+/// Characters, and pairs of characters seen next to each other, each known by its
+/// UTF-8 encoding, so that the dictionary's words need not be decoded to be looked up.
+#[derive(Default)]
+struct Alphabet {
+    chars: FxHashSet<u32>,
+    pairs: FxHashSet<u64>,
+}
+
+impl Alphabet {
+    /// Adds the Chinese runs of `text` (as `Runs` cuts them), skipping the rest, mostly
+    /// ASCII, eight bytes at a time.
+    fn add_runs_of(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        let mut at = 0;
+        while at < bytes.len() {
+            if let Some(eight) = bytes.get(at..at + 8) {
+                let eight = u64::from_le_bytes(eight.try_into().expect("eight bytes"));
+                if eight & 0x8080_8080_8080_8080 == 0 {
+                    at += 8;
+                    continue;
+                }
+            }
+            let Some(c) = text.get(at..).and_then(|rest| rest.chars().next()) else {
+                // Inside a character: its first byte was looked at already.
+                at += 1;
+                continue;
+            };
+            if !is_cjk(c) {
+                at += c.len_utf8();
+                continue;
+            }
+            let run = &text[at..];
+            let end = run.find(|c| !is_cjk(c)).unwrap_or(run.len());
+            self.add(&run[..end]);
+            at += end;
+        }
+    }
+
+    fn add(&mut self, run: &str) {
+        let mut previous = None;
+        for c in run.chars() {
+            let mut bytes = [0; 4];
+            c.encode_utf8(&mut bytes);
+            let key = u32::from_le_bytes(bytes);
+            self.chars.insert(key);
+            if let Some(previous) = previous {
+                self.pairs.insert(pair(previous, key));
+            }
+            previous = Some(key);
+        }
+    }
+
+    /// Whether `text` (UTF-8, or not: then the answer is no) is made of known
+    /// characters, each next to one it was seen next to.
+    fn covers(&self, text: &[u8]) -> bool {
+        let mut previous = None;
+        let mut at = 0;
+        while at < text.len() {
+            let width = match text[at] {
+                0..0x80 => 1,
+                0xf0.. => 4,
+                0xe0.. => 3,
+                _ => 2,
+            };
+            let Some(bytes) = text.get(at..at + width) else {
+                return false;
+            };
+            let mut padded = [0; 4];
+            padded[..width].copy_from_slice(bytes);
+            let key = u32::from_le_bytes(padded);
+            if !self.chars.contains(&key)
+                || previous.is_some_and(|p| !self.pairs.contains(&pair(p, key)))
+            {
+                return false;
+            }
+            previous = Some(key);
+            at += width;
+        }
+        true
+    }
+}
+
+fn pair(first: u32, second: u32) -> u64 {
+    u64::from(first) << 32 | u64::from(second)
+}
+
+/// jieba with the words of the shipped dictionary that `alphabet` covers, and the
+/// dictionary's total frequency.
+fn subset(alphabet: &Alphabet) -> Result<Jieba, String> {
+    // Decompressed in one call into a buffer of the size the frame records, so zstd
+    // needs no window buffer of its own (it would come from the C allocator, which
+    // keeps what it frees).
+    let size = zstd::zstd_safe::get_frame_content_size(DICTIONARY)
+        .ok()
+        .flatten()
+        .ok_or("the shipped jieba dictionary does not record its size")?;
+    let text = zstd::bulk::decompress(DICTIONARY, size as usize)
+        .map_err(|e| format!("cannot decompress the shipped jieba dictionary: {e}"))?;
+    let mut jieba = Jieba::empty();
+    let (mut total, mut kept) = (0usize, 0usize);
+    let mut start = 0;
+    for (n, end) in memchr::memchr_iter(b'\n', &text).enumerate() {
+        let line = &text[start..end];
+        start = end + 1;
+        let bad = || {
+            format!(
+                "line {} of the shipped jieba dictionary is not `word frequency`",
+                n + 1
+            )
+        };
+        let space = memchr::memchr(b' ', line).ok_or_else(bad)?;
+        let (word, freq) = (&line[..space], &line[space + 1..]);
+        if freq.is_empty() || !freq.iter().all(u8::is_ascii_digit) {
+            return Err(bad());
+        }
+        let freq = freq.iter().fold(0usize, |n, &digit| {
+            n.saturating_mul(10)
+                .saturating_add(usize::from(digit - b'0'))
+        });
+        total = total.saturating_add(freq);
+        if alphabet.covers(word) {
+            // Made of encodings of characters, so UTF-8.
+            let word = std::str::from_utf8(word).map_err(|_| bad())?;
+            jieba.add_word(word, Some(freq), None);
+            kept += freq;
+        }
+    }
+    jieba.add_word(LEFT_OUT, Some(total - kept), None);
+    Ok(jieba)
 }
 
 /// Words that carry no meaning for matching a problem: English function words, the
@@ -49,7 +270,12 @@ const STOP_WORDS: &[&str] = &[
 ];
 
 pub fn words_analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(WordsTokenizer)
+    words_analyzer_with(Segmenter::full())
+}
+
+/// The `words` analyzer, segmenting Chinese with `segmenter`.
+pub fn words_analyzer_with(segmenter: Segmenter) -> TextAnalyzer {
+    TextAnalyzer::builder(WordsTokenizer { segmenter })
         .filter(RemoveLongFilter::limit(64))
         .filter(LowerCaser)
         .filter(TermFilter(StopWords))
@@ -288,14 +514,17 @@ fn set_token(token: &mut Token, text: &str, from: usize, position: usize) {
 }
 
 /// Chinese runs segmented by jieba; other word runs kept whole. Ordinal positions.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct WordsTokenizer;
+#[derive(Clone, Debug, Default)]
+pub struct WordsTokenizer {
+    segmenter: Segmenter,
+}
 
 impl Tokenizer for WordsTokenizer {
     type TokenStream<'a> = WordsStream<'a>;
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> WordsStream<'a> {
         WordsStream {
+            segmenter: &self.segmenter,
             runs: Runs::new(text),
             chinese: Vec::new(),
             chinese_start: 0,
@@ -307,6 +536,7 @@ impl Tokenizer for WordsTokenizer {
 }
 
 pub struct WordsStream<'a> {
+    segmenter: &'a Segmenter,
     runs: Runs<'a>,
     /// jieba's words of the current Chinese run, which starts at byte `chinese_start`.
     chinese: Vec<jieba_rs::Token<'a>>,
@@ -335,7 +565,7 @@ impl TokenStream for WordsStream<'_> {
                     return true;
                 }
                 Some((RunKind::Cjk, start, run)) => {
-                    self.chinese = JIEBA.cut(run, true);
+                    self.chinese = self.segmenter.jieba_for(run).cut(run, true);
                     self.chinese_start = start;
                     self.next_chinese = 0;
                 }
@@ -628,13 +858,13 @@ mod tests {
     #[test]
     fn cached_stems_are_tantivys_stems() {
         let text = "hangs hanging timeouts timed initialization processes NCCL hangs";
-        let mut tantivy = TextAnalyzer::builder(WordsTokenizer)
+        let mut tantivy = TextAnalyzer::builder(WordsTokenizer::default())
             .filter(LowerCaser)
             .filter(tantivy::tokenizer::Stemmer::new(
                 tantivy::tokenizer::Language::English,
             ))
             .build();
-        let mut ours = TextAnalyzer::builder(WordsTokenizer)
+        let mut ours = TextAnalyzer::builder(WordsTokenizer::default())
             .filter(LowerCaser)
             .filter(TermFilter(CachedStemmer))
             .build();
@@ -648,7 +878,7 @@ mod tests {
     /// tantivy's own stop word filter and stemmer: the streaming versions must give
     /// the same terms at the same positions and offsets.
     mod reference {
-        use super::super::{JIEBA, STOP_WORDS, is_cjk, is_word_char};
+        use super::super::{STOP_WORDS, full_jieba, is_cjk, is_word_char};
         use tantivy::tokenizer::{
             Language, LowerCaser, RemoveLongFilter, Stemmer, StopWordFilter, TextAnalyzer, Token,
             TokenStream, Tokenizer,
@@ -752,7 +982,7 @@ mod tests {
             let mut tokens = Vec::new();
             for (cjk, start, run) in runs(text) {
                 if cjk {
-                    for w in JIEBA.cut(run, true) {
+                    for w in full_jieba().cut(run, true) {
                         tokens.push(token(w.word, start + w.byte_start, tokens.len()));
                     }
                 } else {
@@ -862,6 +1092,120 @@ mod tests {
             text in "([a-zA-Z0-9_]{0,6}|[ .:/\\-'\\n]|[显存不均衡卡训练错误超时的了我们]|[ÉéİıßΣσ]|[\u{3000}\u{ff0c}\u{20000}\u{2a6df}\u{f900}]|[A-Z]{2,4}[a-z]{1,3}|cannot|running|NCCL_P2P_DISABLE){0,24}"
         ) {
             assert_same_as_reference(&text);
+        }
+    }
+
+    /// Every text of the shipped kb the indexes analyse.
+    fn kb_texts() -> Vec<String> {
+        let kb = crate::kb::Kb::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kb"))
+            .unwrap();
+        crate::search::texts(&kb).map(|t| t.into_owned()).collect()
+    }
+
+    fn chinese_runs(text: &str) -> impl Iterator<Item = &str> {
+        Runs::new(text).filter_map(|(kind, _, run)| (kind == RunKind::Cjk).then_some(run))
+    }
+
+    #[test]
+    fn the_kbs_segmenter_segments_its_texts_as_the_whole_dictionary_does() {
+        let texts = kb_texts();
+        let segmenter = Segmenter::subset_for(&texts);
+        let subset = segmenter.0.as_ref().expect("a subset of the dictionary");
+        // Most words are left out, and none of the kb's runs needs the whole dictionary.
+        assert!(
+            !subset.jieba.has_word("蜂蜜") && subset.jieba.has_word("显存"),
+            "{segmenter:?}"
+        );
+        let runs: Vec<&str> = texts.iter().flat_map(|t| chinese_runs(t)).collect();
+        assert!(runs.len() > 1000);
+        for run in &runs {
+            assert!(
+                std::ptr::eq(segmenter.jieba_for(run), &subset.jieba),
+                "{run}"
+            );
+        }
+        let mut ours = words_analyzer_with(segmenter.clone());
+        let mut whole = words_analyzer();
+        for text in &texts {
+            assert_eq!(tokens(&mut ours, text), tokens(&mut whole, text), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_segmenter_gives_other_texts_to_the_whole_dictionary() {
+        let segmenter = Segmenter::subset_for(["显存不足", "训练卡住了"]);
+        let mut ours = words_analyzer_with(segmenter.clone());
+        let mut whole = words_analyzer();
+        // Known characters in an unseen order, unknown characters, and the kb's own text.
+        for text in [
+            "显存卡住",
+            "住了训练",
+            "显存溢出",
+            "蜂蜜",
+            "显存不足 训练卡住了",
+            "不",
+        ] {
+            assert_eq!(tokens(&mut ours, text), tokens(&mut whole, text), "{text}");
+        }
+        let subset = &segmenter.0.as_ref().unwrap().jieba;
+        assert!(std::ptr::eq(segmenter.jieba_for("训练卡住了"), subset));
+        assert!(std::ptr::eq(segmenter.jieba_for("练卡"), subset));
+        assert!(!std::ptr::eq(segmenter.jieba_for("显存卡住"), subset));
+        assert!(!std::ptr::eq(segmenter.jieba_for("蜂蜜"), subset));
+    }
+
+    #[test]
+    fn the_shipped_dictionary_is_jiebas() {
+        let size = zstd::zstd_safe::get_frame_content_size(DICTIONARY)
+            .unwrap()
+            .unwrap();
+        let text =
+            String::from_utf8(zstd::bulk::decompress(DICTIONARY, size as usize).unwrap()).unwrap();
+        let whole = full_jieba();
+        let mut total = 0usize;
+        for line in text.lines() {
+            let (word, freq) = line.split_once(' ').unwrap();
+            total += freq.parse::<usize>().unwrap();
+            assert!(whole.has_word(word), "{word}");
+        }
+        // jieba's own counts, which it only shows in its Debug form.
+        assert_eq!(
+            format!("{whole:?}"),
+            format!(
+                "Jieba {{ records_len: {}, total_freq: {total} }}",
+                text.lines().count()
+            )
+        );
+    }
+
+    proptest::proptest! {
+        /// Runs made of the kb's own runs, cut and joined at random: some covered by
+        /// the kb's segmenter, some not.
+        #[test]
+        fn the_kbs_segmenter_segments_anything_as_the_whole_dictionary_does(
+            picks in proptest::collection::vec((0usize..100_000, 0usize..12, 1usize..12), 1..4)
+        ) {
+            static KB: LazyLock<(Segmenter, Vec<Vec<char>>)> = LazyLock::new(|| {
+                let texts = kb_texts();
+                let runs = texts
+                    .iter()
+                    .flat_map(|t| chinese_runs(t))
+                    .map(|r| r.chars().collect())
+                    .collect();
+                (Segmenter::subset_for(&texts), runs)
+            });
+            let (segmenter, runs) = &*KB;
+            let mut text = String::new();
+            for (run, from, len) in picks {
+                let run = &runs[run % runs.len()];
+                let from = from.min(run.len() - 1);
+                text.extend(&run[from..(from + len).min(run.len())]);
+            }
+            let mut ours = words_analyzer_with(segmenter.clone());
+            proptest::prop_assert_eq!(
+                tokens(&mut ours, &text),
+                tokens(&mut words_analyzer(), &text)
+            );
         }
     }
 

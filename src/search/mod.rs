@@ -9,6 +9,7 @@ mod scoring;
 mod snippet;
 mod store;
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ use tantivy::{
 };
 
 use crate::kb::{Entry, Kb};
+use analysis::Segmenter;
 use phrases::{Passages, PhraseIndex};
 use schema::{ENTRY, Fields, Part};
 pub use scoring::Analysed;
@@ -431,16 +433,22 @@ impl Written {
     /// Writes the three indexes of `kb` into indexes `create` makes, at the same time.
     pub fn write(kb: &Kb, create: &CreateIndex<'_>) -> Result<Written, SearchError> {
         let t0 = std::time::Instant::now();
+        let segmenter = Segmenter::for_texts(texts(kb));
+        tracing::debug!(
+            ms = t0.elapsed().as_millis() as u64,
+            ?segmenter,
+            "segmenter ready"
+        );
         let phrases = |passages: Passages| {
             let index = create(passages.name(), PhraseIndex::schema(passages).0)?;
-            PhraseIndex::write(kb, passages, &index)?;
+            PhraseIndex::write(kb, passages, &index, &segmenter)?;
             Ok::<_, SearchError>(index)
         };
         let (main, quoting, describing) = std::thread::scope(|scope| {
             let quoting = scope.spawn(|| phrases(Passages::Quoting));
             let describing = scope.spawn(|| phrases(Passages::Describing));
             let main = create(MAIN, Fields::new().schema)
-                .and_then(|index| MainIndex::write(kb, &index).map(|()| index));
+                .and_then(|index| MainIndex::write(kb, &index, &segmenter).map(|()| index));
             tracing::debug!(ms = t0.elapsed().as_millis() as u64, "main index written");
             let join = |handle: std::thread::ScopedJoinHandle<'_, _>| {
                 handle
@@ -472,11 +480,8 @@ impl Written {
 }
 
 impl MainIndex {
-    fn write(kb: &Kb, index: &Index) -> Result<(), SearchError> {
-        let t0 = std::time::Instant::now();
-        analysis::warm_up();
-        tracing::debug!(ms = t0.elapsed().as_millis() as u64, "jieba loaded");
-        register_analyzers(index);
+    fn write(kb: &Kb, index: &Index, segmenter: &Segmenter) -> Result<(), SearchError> {
+        register_analyzers_with(index, segmenter);
         let fields = Fields::new();
         write_once(
             index,
@@ -578,9 +583,19 @@ fn entries_by_ordinal(searcher: &Searcher) -> Result<Vec<usize>, SearchError> {
     Ok(out)
 }
 
+/// The analyzers for searching `index`: Chinese is segmented with jieba's whole
+/// dictionary.
 fn register_analyzers(index: &Index) {
+    register_analyzers_with(index, &Segmenter::full());
+}
+
+/// The analyzers for writing `index`, segmenting Chinese with `segmenter`.
+fn register_analyzers_with(index: &Index, segmenter: &Segmenter) {
     let tokenizers = index.tokenizers();
-    tokenizers.register(analysis::WORDS, analysis::words_analyzer());
+    tokenizers.register(
+        analysis::WORDS,
+        analysis::words_analyzer_with(segmenter.clone()),
+    );
     tokenizers.register(analysis::IDENT, analysis::ident_analyzer());
     tokenizers.register(analysis::GRAM, analysis::gram_analyzer());
 }
@@ -667,26 +682,46 @@ impl Bm25StatisticsProvider for GlobalStats {
     }
 }
 
+/// Every text of `kb` that the indexes analyse (passages are cut from these).
+fn texts(kb: &Kb) -> impl Iterator<Item = Cow<'_, str>> {
+    kb.entries().iter().flat_map(|entry| {
+        Part::ALL
+            .into_iter()
+            .flat_map(|part| part_texts(entry, part))
+    })
+}
+
+/// The texts of `entry` indexed as `part`.
+fn part_texts(entry: &Entry, part: Part) -> Vec<Cow<'_, str>> {
+    match part {
+        Part::Title => vec![entry.title.as_str().into(), entry.title_zh.as_str().into()],
+        Part::Signatures => entry
+            .signatures
+            .iter()
+            .map(|s| s.searchable_text().into())
+            .collect(),
+        Part::Symptoms => borrowed(&entry.symptoms),
+        Part::Summary => vec![
+            entry.summary.as_str().into(),
+            entry.summary_zh.as_str().into(),
+        ],
+        Part::Tags => vec![entry.tags.join(" ").into()],
+        Part::Body => vec![entry.text.as_str().into()],
+        Part::Examples => borrowed(&entry.examples),
+    }
+}
+
+fn borrowed(texts: &[String]) -> Vec<Cow<'_, str>> {
+    texts.iter().map(|t| Cow::Borrowed(t.as_str())).collect()
+}
+
 fn document(fields: &Fields, position: usize, entry: &Entry) -> TantivyDocument {
     let mut doc = TantivyDocument::default();
     doc.add_u64(fields.entry, position as u64);
     for (part, f) in fields.parts() {
-        let texts: Vec<String> = match part {
-            Part::Title => vec![entry.title.clone(), entry.title_zh.clone()],
-            Part::Signatures => entry
-                .signatures
-                .iter()
-                .map(|s| s.searchable_text())
-                .collect(),
-            Part::Symptoms => entry.symptoms.clone(),
-            Part::Summary => vec![entry.summary.clone(), entry.summary_zh.clone()],
-            Part::Tags => vec![entry.tags.join(" ")],
-            Part::Body => vec![entry.text.clone()],
-            Part::Examples => entry.examples.clone(),
-        };
         // Each field analyses its text with its own analyzer (see `schema`), on the
         // indexing threads.
-        for text in texts {
+        for text in part_texts(entry, part) {
             doc.add_text(f.words, &text);
             doc.add_text(f.ident, &text);
             doc.add_text(f.gram, text);

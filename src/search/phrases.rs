@@ -10,9 +10,13 @@ use tantivy::query::Bm25StatisticsProvider;
 use tantivy::schema::{FAST, Field, IndexRecordOption, Schema};
 use tantivy::{DocSet, Index, Searcher, TERMINATED, TantivyDocument, Term};
 
+use super::analysis::Segmenter;
 use super::schema::{ENTRY, PartFields, indexed_text};
 use super::scoring::{self, Analysed, QueryPlan, Scorer};
-use super::{SearchError, analysis, entries_by_ordinal, register_analyzers, searcher, write_once};
+use super::{
+    SearchError, analysis, entries_by_ordinal, register_analyzers, register_analyzers_with,
+    searcher, write_once,
+};
 use crate::kb::{Entry, Kb};
 
 /// Phrase documents looked at per query.
@@ -129,10 +133,15 @@ impl PhraseIndex {
 
     /// Writes the passages of every entry of `kb` into `index`, which has the schema
     /// of `passages`.
-    pub fn write(kb: &Kb, passages: Passages, index: &Index) -> Result<(), SearchError> {
+    pub fn write(
+        kb: &Kb,
+        passages: Passages,
+        index: &Index,
+        segmenter: &Segmenter,
+    ) -> Result<(), SearchError> {
         let started = std::time::Instant::now();
         let (_, entry, fields) = PhraseIndex::schema(passages);
-        register_analyzers(index);
+        register_analyzers_with(index, segmenter);
         let docs = kb.entries().iter().enumerate().flat_map(|(position, e)| {
             passages.of(e).into_iter().map(move |passage| {
                 let mut doc = TantivyDocument::default();

@@ -63,7 +63,7 @@ impl Segmenter {
     /// that is loaded already: then it is the one): it holds only the dictionary words
     /// whose every character, and every two characters next to each other, occur so
     /// in the Chinese of `texts`. For the shipped kb that is one word in thirty, read
-    /// and loaded in ~20 ms instead of ~100.
+    /// and loaded in 25–35 ms instead of ~100.
     ///
     /// It segments those texts exactly as the whole dictionary does. jieba segments a
     /// run of Chinese by the dictionary words that occur in it, their frequencies, the
@@ -140,10 +140,9 @@ impl Alphabet {
                     continue;
                 }
             }
-            let Some(c) = text.get(at..).and_then(|rest| rest.chars().next()) else {
-                // Inside a character: its first byte was looked at already.
-                at += 1;
-                continue;
+            // `at` only ever moves by whole characters (or eight ASCII ones).
+            let Some(c) = text[at..].chars().next() else {
+                break;
             };
             if !is_cjk(c) {
                 at += c.len_utf8();
@@ -219,9 +218,13 @@ fn subset(alphabet: &Alphabet) -> Result<Jieba, String> {
     let mut jieba = Jieba::empty();
     let (mut total, mut kept) = (0usize, 0usize);
     let mut start = 0;
-    for (n, end) in memchr::memchr_iter(b'\n', &text).enumerate() {
-        let line = &text[start..end];
+    let ends = memchr::memchr_iter(b'\n', &text).chain([text.len()]);
+    for (n, end) in ends.enumerate() {
+        let line = &text[start.min(end)..end];
         start = end + 1;
+        if line.is_empty() {
+            continue;
+        }
         let bad = || {
             format!(
                 "line {} of the shipped jieba dictionary is not `word frequency`",
@@ -242,10 +245,10 @@ fn subset(alphabet: &Alphabet) -> Result<Jieba, String> {
             // Made of encodings of characters, so UTF-8.
             let word = std::str::from_utf8(word).map_err(|_| bad())?;
             jieba.add_word(word, Some(freq), None);
-            kept += freq;
+            kept = kept.saturating_add(freq);
         }
     }
-    jieba.add_word(LEFT_OUT, Some(total - kept), None);
+    jieba.add_word(LEFT_OUT, Some(total.saturating_sub(kept)), None);
     Ok(jieba)
 }
 

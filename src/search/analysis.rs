@@ -157,10 +157,7 @@ impl Alphabet {
 
     fn add(&mut self, run: &str) {
         let mut previous = None;
-        for c in run.chars() {
-            let mut bytes = [0; 4];
-            c.encode_utf8(&mut bytes);
-            let key = u32::from_le_bytes(bytes);
+        for key in keys(run.as_bytes()).flatten() {
             self.chars.insert(key);
             if let Some(previous) = previous {
                 self.pairs.insert(pair(previous, key));
@@ -173,30 +170,41 @@ impl Alphabet {
     /// characters, each next to one it was seen next to.
     fn covers(&self, text: &[u8]) -> bool {
         let mut previous = None;
-        let mut at = 0;
-        while at < text.len() {
-            let width = match text[at] {
-                0..0x80 => 1,
-                0xf0.. => 4,
-                0xe0.. => 3,
-                _ => 2,
-            };
-            let Some(bytes) = text.get(at..at + width) else {
-                return false;
-            };
+        keys(text).all(|key| {
+            let known = key.is_some_and(|key| {
+                self.chars.contains(&key)
+                    && previous.is_none_or(|p| self.pairs.contains(&pair(p, key)))
+            });
+            previous = key;
+            known
+        })
+    }
+}
+
+/// The characters of `text` by their UTF-8 encodings (bytes zero-padded to four, read
+/// as a number), without decoding them; `None` for a character cut off at the end.
+fn keys(text: &[u8]) -> impl Iterator<Item = Option<u32>> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let lead = *text.get(at)?;
+        let width = match lead {
+            0..0x80 => 1,
+            0xf0.. => 4,
+            0xe0.. => 3,
+            _ => 2,
+        };
+        let key = text.get(at..at + width).map(|bytes| {
             let mut padded = [0; 4];
             padded[..width].copy_from_slice(bytes);
-            let key = u32::from_le_bytes(padded);
-            if !self.chars.contains(&key)
-                || previous.is_some_and(|p| !self.pairs.contains(&pair(p, key)))
-            {
-                return false;
-            }
-            previous = Some(key);
-            at += width;
-        }
-        true
-    }
+            u32::from_le_bytes(padded)
+        });
+        at = if key.is_some() {
+            at + width
+        } else {
+            text.len()
+        };
+        Some(key)
+    })
 }
 
 fn pair(first: u32, second: u32) -> u64 {

@@ -184,7 +184,8 @@ pub(super) fn diagnose(
         }
     }
 
-    let query = text_query(paste, &parsed);
+    let lines = LineWords::new(paste);
+    let query = text_query(paste, &lines, &parsed);
     let analysed = index.analyse(&query);
     let hits = index.rank(&analysed, TEXT_CANDIDATES)?;
     let top_text = hits.first().map_or(0.0, |h| h.1);
@@ -277,7 +278,7 @@ pub(super) fn diagnose(
     let line_words = OnceCell::new();
     let line_words = || {
         line_words
-            .get_or_init(|| analysed_lines(index, paste))
+            .get_or_init(|| analysed_lines(index, &lines))
             .as_slice()
     };
     if verdict == Verdict::Matched {
@@ -348,12 +349,13 @@ fn root_line_range(parsed: &Parsed) -> std::ops::Range<usize> {
 /// The text searched: the root-cause exception first, then the other exceptions, then
 /// the rest of a short paste (a question, prose around a log) or the error-looking
 /// lines of a long one, then a few frame names. Run-specific numbers and paths are
-/// dropped; the search keeps only the first 64 words, so the order is the priority.
-fn text_query(paste: &Paste, parsed: &Parsed) -> String {
+/// dropped; the search keeps only the first `MAX_QUERY_TERMS` words, so the order is
+/// the priority.
+fn text_query(paste: &Paste, lines: &LineWords, parsed: &Parsed) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut used = vec![false; paste.lines.len()];
     let mut add_exception = |e: &super::parse::Exception, parts: &mut Vec<String>| {
-        parts.push(format!("{} {}", e.kind, e.message));
+        parts.push(query_words(&format!("{} {}", e.kind, e.message)));
         if let Some(u) = used.get_mut(e.line_index) {
             *u = true;
         }
@@ -375,8 +377,8 @@ fn text_query(paste: &Paste, parsed: &Parsed) -> String {
         if used[i] || t.starts_with("File \"") || t.contains("NCCL INFO") {
             continue;
         }
-        if short || looks_like_error(t) {
-            parts.push(t.to_string());
+        if short || lines.errorish(i) {
+            parts.push(lines.query_words(i).to_string());
         }
         if parts.len() > budget {
             break;
@@ -400,23 +402,49 @@ fn text_query(paste: &Paste, parsed: &Parsed) -> String {
     for frame in frames.iter().rev().take(4) {
         if !PLUMBING.contains(&frame.function.as_str()) {
             let module = frame.file.trim_end_matches(".py");
-            parts.push(format!("{module} {}", frame.function).replace('_', " "));
+            parts.push(query_words(
+                &format!("{module} {}", frame.function).replace('_', " "),
+            ));
         }
     }
-    query_words(&parts.join("\n"))
+    parts.join("\n")
+}
+
+/// What the query and the evidence both read of each paste line, worked out when first
+/// asked and once: whether it looks like an error, and its words without run-specific
+/// details.
+struct LineWords<'a> {
+    paste: &'a Paste,
+    errorish: Vec<OnceCell<bool>>,
+    query_words: Vec<OnceCell<String>>,
+}
+
+impl<'a> LineWords<'a> {
+    fn new(paste: &'a Paste) -> LineWords<'a> {
+        LineWords {
+            paste,
+            errorish: paste.lines.iter().map(|_| OnceCell::new()).collect(),
+            query_words: paste.lines.iter().map(|_| OnceCell::new()).collect(),
+        }
+    }
+
+    fn errorish(&self, line: usize) -> bool {
+        *self.errorish[line].get_or_init(|| looks_like_error(&self.paste.lines[line].text))
+    }
+
+    fn query_words(&self, line: usize) -> &str {
+        self.query_words[line].get_or_init(|| query_words(&self.paste.lines[line].text))
+    }
 }
 
 /// The lines text evidence is looked for in (all of a short paste, the error-looking
 /// lines of a long one, at most `EVIDENCE_LINES`), each analysed once.
-fn analysed_lines(index: &SearchIndex, paste: &Paste) -> Vec<(usize, Vec<String>)> {
-    let short = paste.lines.len() <= SHORT_PASTE_LINES;
-    paste
-        .lines
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| short || looks_like_error(&l.text))
+fn analysed_lines(index: &SearchIndex, lines: &LineWords) -> Vec<(usize, Vec<String>)> {
+    let short = lines.paste.lines.len() <= SHORT_PASTE_LINES;
+    (0..lines.paste.lines.len())
+        .filter(|&i| short || lines.errorish(i))
         .take(EVIDENCE_LINES)
-        .map(|(i, l)| (i, index.words(&query_words(&l.text))))
+        .map(|i| (i, index.words(lines.query_words(i))))
         .collect()
 }
 

@@ -99,9 +99,7 @@ impl Analysed {
             let Some(mut analyzer) = index.tokenizers().get(name) else {
                 return Vec::new();
             };
-            let mut terms = analysis::analyze(&mut analyzer, text);
-            terms.truncate(MAX_QUERY_TERMS);
-            terms
+            analysis::analyze_first(&mut analyzer, text, MAX_QUERY_TERMS)
         };
         Analysed {
             words: analyze(analysis::WORDS),
@@ -181,8 +179,12 @@ impl QueryPlan {
     }
 }
 
-fn unique(terms: &[(usize, String)]) -> BTreeSet<&str> {
-    terms.iter().map(|(_, t)| t.as_str()).collect()
+/// The distinct terms, in order.
+fn unique(terms: &[(usize, String)]) -> Vec<&str> {
+    let mut distinct: Vec<&str> = terms.iter().map(|(_, t)| t.as_str()).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    distinct
 }
 
 /// One document's share of one term's score.

@@ -4,7 +4,7 @@
 
 use std::sync::LazyLock;
 
-use regex::Regex;
+use regex::{Regex, RegexSet};
 use serde::Serialize;
 
 use super::paste::Paste;
@@ -79,47 +79,65 @@ impl Parsed {
     }
 }
 
-static EXCEPTION: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"^\s*(?P<qual>(?:[A-Za-z_][\w]*\.)*(?P<kind>[A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt|Failure)|KeyboardInterrupt|SystemExit|StopIteration))(?::\s?(?P<msg>.*))?$",
-    )
-    .unwrap()
-});
-static CPP_THROW: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"terminate called after throwing an instance of '(?:[\w:]+::)?(?P<kind>\w+)'")
-        .unwrap()
-});
+const EXCEPTION_PATTERN: &str = r"^\s*(?P<qual>(?:[A-Za-z_][\w]*\.)*(?P<kind>[A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt|Failure)|KeyboardInterrupt|SystemExit|StopIteration))(?::\s?(?P<msg>.*))?$";
+const CPP_THROW_PATTERN: &str =
+    r"terminate called after throwing an instance of '(?:[\w:]+::)?(?P<kind>\w+)'";
+const FRAME_PATTERN: &str = r#"^\s*File "(?P<path>[^"]+)", line \d+, in (?P<func>[\w<>.]+)"#;
+const CODES_PATTERN: &str = r"\b(?:nccl[A-Z][A-Za-z]+|cudaError\w+|CUDA error: [a-z][a-z -]+[a-z]|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+)";
+/// (pattern capturing the version, what it is the version of).
+const VERSION_PATTERNS: [(&str, &str); 8] = [
+    (r"NCCL version (\d+\.\d+\.\d+)", "NCCL"),
+    (
+        r"\btorch(?:==|-| version:? ?| )v?(\d+\.\d+(?:\.\d+)?)",
+        "torch",
+    ),
+    (
+        r"\b(?:PyTorch|pytorch) (?:version:? )?v?(\d+\.\d+(?:\.\d+)?)",
+        "torch",
+    ),
+    (r"\bCUDA (?:[Vv]ersion:? ?)?(\d+\.\d+)\b", "CUDA"),
+    (r"\+cu(\d{3})\b", "CUDA build cu"),
+    (r"python(3\.\d+)", "Python"),
+    (r"\bdeepspeed(?:==| |-)v?(\d+\.\d+\.\d+)", "DeepSpeed"),
+    (r"\baccelerate(?:==| |-)v?(\d+\.\d+\.\d+)", "Accelerate"),
+];
+
+static EXCEPTION: LazyLock<Regex> = LazyLock::new(|| Regex::new(EXCEPTION_PATTERN).unwrap());
+static CPP_THROW: LazyLock<Regex> = LazyLock::new(|| Regex::new(CPP_THROW_PATTERN).unwrap());
 static CPP_WHAT: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\s*what\(\):\s*(?P<msg>.*)$").unwrap());
-static FRAME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"^\s*File "(?P<path>[^"]+)", line \d+, in (?P<func>[\w<>.]+)"#).unwrap()
-});
+static FRAME: LazyLock<Regex> = LazyLock::new(|| Regex::new(FRAME_PATTERN).unwrap());
 static FIELD: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^\s*(?P<key>rank|host|exitcode|traceback)\s*:\s*(?P<value>.*)$").unwrap()
 });
-static CODES: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\b(?:nccl[A-Z][A-Za-z]+|cudaError\w+|CUDA error: [a-z][a-z -]+[a-z]|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+)").unwrap()
-});
+static CODES: LazyLock<Regex> = LazyLock::new(|| Regex::new(CODES_PATTERN).unwrap());
 static VERSIONS: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
-    [
-        (r"NCCL version (\d+\.\d+\.\d+)", "NCCL"),
-        (
-            r"\btorch(?:==|-| version:? ?| )v?(\d+\.\d+(?:\.\d+)?)",
-            "torch",
-        ),
-        (
-            r"\b(?:PyTorch|pytorch) (?:version:? )?v?(\d+\.\d+(?:\.\d+)?)",
-            "torch",
-        ),
-        (r"\bCUDA (?:[Vv]ersion:? ?)?(\d+\.\d+)\b", "CUDA"),
-        (r"\+cu(\d{3})\b", "CUDA build cu"),
-        (r"python(3\.\d+)", "Python"),
-        (r"\bdeepspeed(?:==| |-)v?(\d+\.\d+\.\d+)", "DeepSpeed"),
-        (r"\baccelerate(?:==| |-)v?(\d+\.\d+\.\d+)", "Accelerate"),
+    VERSION_PATTERNS
+        .into_iter()
+        .map(|(p, name)| (Regex::new(p).unwrap(), name))
+        .collect()
+});
+
+/// Where each pattern is in `LINE_PATTERNS`.
+const FRAME_AT: usize = 0;
+const EXCEPTION_AT: usize = 1;
+const CPP_THROW_AT: usize = 2;
+const CODES_AT: usize = 3;
+const VERSIONS_AT: usize = 4;
+
+/// Every pattern a line is read with, as one set: each line is scanned once to learn
+/// which of them match (most lines match none), and only those are run again for what
+/// they capture.
+static LINE_PATTERNS: LazyLock<RegexSet> = LazyLock::new(|| {
+    let patterns = [
+        FRAME_PATTERN,
+        EXCEPTION_PATTERN,
+        CPP_THROW_PATTERN,
+        CODES_PATTERN,
     ]
     .into_iter()
-    .map(|(p, name)| (Regex::new(p).unwrap(), name))
-    .collect()
+    .chain(VERSION_PATTERNS.iter().map(|(p, _)| *p));
+    RegexSet::new(patterns).unwrap()
 });
 
 pub fn parse(paste: &Paste) -> Parsed {
@@ -130,16 +148,21 @@ pub fn parse(paste: &Paste) -> Parsed {
     while i < lines.len() {
         let line = &lines[i];
         let text = line.text.as_str();
+        let found = LINE_PATTERNS.matches(text);
         if text.contains("Traceback (most recent call last)") {
             frames.clear();
-        } else if let Some(caps) = FRAME.captures(text) {
+        } else if found.matched(FRAME_AT)
+            && let Some(caps) = FRAME.captures(text)
+        {
             let path = &caps["path"];
             let file = path.rsplit(['/', '\\']).next().unwrap_or(path).to_string();
             frames.push(Frame {
                 file,
                 function: caps["func"].to_string(),
             });
-        } else if let Some(caps) = EXCEPTION.captures(text) {
+        } else if found.matched(EXCEPTION_AT)
+            && let Some(caps) = EXCEPTION.captures(text)
+        {
             let kind = caps["kind"].to_string();
             if !kind.ends_with("Warning") {
                 let mut message = caps
@@ -160,7 +183,9 @@ pub fn parse(paste: &Paste) -> Parsed {
                 push_exception(&mut parsed, &kind, &caps["qual"], message, i, line, &frames);
                 frames.clear();
             }
-        } else if let Some(caps) = CPP_THROW.captures(text) {
+        } else if found.matched(CPP_THROW_AT)
+            && let Some(caps) = CPP_THROW.captures(text)
+        {
             let kind = caps["kind"].to_string();
             let message = lines
                 .get(i + 1)
@@ -171,10 +196,15 @@ pub fn parse(paste: &Paste) -> Parsed {
         } else if text.contains("Root Cause (first observed failure)") {
             parsed.first_failure = Some(root_cause_block(&lines[i + 1..]));
         }
-        for m in CODES.find_iter(text) {
-            push_unique(&mut parsed.error_codes, m.as_str().trim().to_string());
+        if found.matched(CODES_AT) {
+            for m in CODES.find_iter(text) {
+                push_unique(&mut parsed.error_codes, m.as_str().trim().to_string());
+            }
         }
-        for (re, name) in VERSIONS.iter() {
+        for (at, (re, name)) in VERSIONS.iter().enumerate() {
+            if !found.matched(VERSIONS_AT + at) {
+                continue;
+            }
             for caps in re.captures_iter(text) {
                 let version = if *name == "CUDA build cu" {
                     let digits = &caps[1];

@@ -211,7 +211,7 @@ impl SearchIndex {
     }
 
     fn search_uncached(&self, query: &SearchQuery) -> Result<Vec<Hit>, SearchError> {
-        let plan = self.plan(&self.analyse(&query.text));
+        let plan = self.scorer.plan(&self.analyse(&query.text))?;
         let ranked = self.ranked(plan.as_ref(), query.tag.as_deref(), query.limit)?;
         let highlighter = match &plan {
             Some(plan) => self.highlighter(plan)?,
@@ -235,7 +235,7 @@ impl SearchIndex {
     /// The best `limit` entries for an analysed text, as (position in `kb().entries()`,
     /// score): the ranking of `search`, without snippets.
     pub fn rank(&self, text: &Analysed, limit: usize) -> Result<Vec<(usize, f32)>, SearchError> {
-        self.ranked(self.plan(text).as_ref(), None, limit)
+        self.ranked(self.scorer.plan(text)?.as_ref(), None, limit)
     }
 
     /// `text` analysed once, for `rank`, `match_phrases`, `query_terms` and `explains`.
@@ -295,15 +295,11 @@ impl SearchIndex {
     /// The distinct terms of `text` with their idf across the knowledge base (a term no
     /// entry uses weighs as much as the rarest), for `term_match` against many entries.
     pub fn query_terms(&self, text: &Analysed) -> Result<QueryTerms, SearchError> {
-        let mut terms: Vec<String> = text
-            .words
-            .iter()
-            .map(|(_, t)| t)
+        let terms: Vec<String> = text
+            .distinct_words()
             .filter(|t| t.chars().count() > 1 || t.chars().any(analysis::is_cjk))
-            .cloned()
+            .map(str::to_string)
             .collect();
-        terms.sort();
-        terms.dedup();
         let n = self.scorer.num_docs() as f32;
         let mut weights = Vec::with_capacity(terms.len());
         let mut impacts = Vec::with_capacity(terms.len());
@@ -386,11 +382,6 @@ impl SearchIndex {
             .into_iter()
             .map(|(_, t)| t)
             .collect()
-    }
-
-    /// What `text` scores with, or `None` when it has no searchable term.
-    fn plan(&self, text: &Analysed) -> Option<QueryPlan> {
-        QueryPlan::new(text, &|kind, term| self.scorer.knows(kind, term))
     }
 
     /// The query's terms from every analyzer, weighed by how many entries hold them,

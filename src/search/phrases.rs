@@ -12,7 +12,7 @@ use tantivy::{DocSet, Index, Searcher, TERMINATED, TantivyDocument, Term};
 
 use super::analysis::Segmenter;
 use super::schema::{ENTRY, PartFields, indexed_text};
-use super::scoring::{self, Analysed, QueryPlan, Scorer};
+use super::scoring::{self, Analysed, Scorer};
 use super::{
     SearchError, analysis, entries_by_ordinal, register_analyzers, register_analyzers_with,
     searcher, write_once,
@@ -213,7 +213,7 @@ impl PhraseIndex {
     }
 
     fn scores(&self, text: &Analysed) -> Result<Vec<f32>, SearchError> {
-        match QueryPlan::new(text, &|kind, term| self.scorer.knows(kind, term)) {
+        match self.scorer.plan(text)? {
             Some(plan) => self.scorer.scores(&plan),
             None => Ok(Vec::new()),
         }

@@ -71,14 +71,24 @@ impl FieldKind {
 /// Terms with their positions in the text, as analyzers produce them.
 pub type Positioned = Vec<(usize, String)>;
 
-/// What a query text scores with: each distinct term once, and the word sequences
-/// that also score as exact phrases.
+/// What a query text scores with in one index: each distinct term once, and the word
+/// sequences that also score as exact phrases.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct QueryPlan {
-    /// (analyzer, term, weight).
-    pub terms: Vec<(FieldKind, String, f32)>,
+    pub terms: Vec<PlannedTerm>,
     /// (analyzer, positioned terms, weight).
     pub phrases: Vec<(FieldKind, Positioned, f32)>,
+}
+
+/// A term of a plan, with the impacts looked up to plan it (so scoring does not look
+/// them up again).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedTerm {
+    pub kind: FieldKind,
+    pub text: String,
+    pub weight: f32,
+    /// The term's impacts in the index planned for: never empty.
+    pub impacts: Impacts,
 }
 
 /// A text analysed once by all three analyzers, to be planned against several indexes.
@@ -90,6 +100,11 @@ pub struct Analysed {
     pub idents: Positioned,
     /// Chinese runs as grams (see `analysis::gram_query_terms`).
     pub grams: Vec<Vec<String>>,
+    /// Where in `words` each distinct word is, in the words' order: a text is planned
+    /// against several indexes, and sorted once.
+    distinct_words: Vec<usize>,
+    /// The same for `idents`.
+    distinct_idents: Vec<usize>,
 }
 
 impl Analysed {
@@ -101,11 +116,29 @@ impl Analysed {
             };
             analysis::analyze_first(&mut analyzer, text, MAX_QUERY_TERMS)
         };
+        let words = analyze(analysis::WORDS);
+        let idents = analyze(analysis::IDENT);
         Analysed {
-            words: analyze(analysis::WORDS),
-            idents: analyze(analysis::IDENT),
+            distinct_words: distinct(&words),
+            distinct_idents: distinct(&idents),
+            words,
+            idents,
             grams: analysis::gram_query_terms(text),
         }
+    }
+
+    /// Each word once, in order.
+    pub fn distinct_words(&self) -> impl Iterator<Item = &str> {
+        self.distinct_words
+            .iter()
+            .map(|&i| self.words[i].1.as_str())
+    }
+
+    /// Each identifier part once, in order.
+    pub fn distinct_idents(&self) -> impl Iterator<Item = &str> {
+        self.distinct_idents
+            .iter()
+            .map(|&i| self.idents[i].1.as_str())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -114,53 +147,59 @@ impl Analysed {
 }
 
 impl QueryPlan {
-    /// Plans an analysed text. Terms for which `known` is false (no document holds
-    /// them) are left out, and so are phrases holding one. `None` when the text has no
-    /// term at all.
-    pub fn new(text: &Analysed, known: &dyn Fn(FieldKind, &str) -> bool) -> Option<QueryPlan> {
+    /// Plans an analysed text, `impacts` giving each term's impacts in the index planned
+    /// for. Terms no document holds (no impacts) are left out, and so are phrases
+    /// holding one. `None` when the text has no term at all.
+    pub fn new(
+        text: &Analysed,
+        impacts: &dyn Fn(FieldKind, &str) -> Result<Impacts, SearchError>,
+    ) -> Result<Option<QueryPlan>, SearchError> {
         if text.is_empty() {
-            return None;
+            return Ok(None);
         }
-        let Analysed {
-            words,
-            idents,
-            grams,
-        } = text;
         let mut plan = QueryPlan::default();
-        let mut all_known = true;
-        for term in unique(words) {
-            if known(FieldKind::Words, term) {
-                plan.terms
-                    .push((FieldKind::Words, term.to_string(), WORD_WEIGHT));
-            } else {
-                all_known = false;
+        let mut push = |kind: FieldKind, term: &str, weight: f32| -> Result<bool, SearchError> {
+            let impacts = impacts(kind, term)?;
+            let known = !impacts.is_empty();
+            if known {
+                plan.terms.push(PlannedTerm {
+                    kind,
+                    text: term.to_string(),
+                    weight,
+                    impacts,
+                });
             }
+            Ok(known)
+        };
+        let mut all_known = true;
+        for term in text.distinct_words() {
+            all_known &= push(FieldKind::Words, term, WORD_WEIGHT)?;
         }
+        for term in text.distinct_idents() {
+            push(FieldKind::Ident, term, IDENT_WEIGHT)?;
+        }
+        let words = &text.words;
         if all_known && (2..=MAX_PHRASE_TERMS).contains(&words.len()) {
             // The words in order: an error string typed as written ranks its entry first.
             plan.phrases
                 .push((FieldKind::Words, words.clone(), WORD_PHRASE_WEIGHT));
         }
-        for term in unique(idents) {
-            if known(FieldKind::Ident, term) {
-                plan.terms
-                    .push((FieldKind::Ident, term.to_string(), IDENT_WEIGHT));
-            }
-        }
-        for run in grams {
-            if !run.iter().all(|g| known(FieldKind::Gram, g)) {
+        for run in &text.grams {
+            if let [gram] = run.as_slice() {
+                push(FieldKind::Gram, gram, GRAM_WEIGHT)?;
                 continue;
             }
-            if run.len() == 1 {
-                plan.terms
-                    .push((FieldKind::Gram, run[0].clone(), GRAM_WEIGHT));
-            } else {
+            let mut known = true;
+            for gram in run {
+                known = known && !impacts(FieldKind::Gram, gram)?.is_empty();
+            }
+            if known && !run.is_empty() {
                 let positioned = run.iter().cloned().enumerate().collect();
                 plan.phrases
                     .push((FieldKind::Gram, positioned, GRAM_WEIGHT));
             }
         }
-        Some(plan)
+        Ok(Some(plan))
     }
 
     /// Every term the plan looks for, by analyzer: what a snippet should highlight.
@@ -168,8 +207,8 @@ impl QueryPlan {
         let singles = self
             .terms
             .iter()
-            .filter(|t| t.0 == kind)
-            .map(|t| t.1.as_str());
+            .filter(|t| t.kind == kind)
+            .map(|t| t.text.as_str());
         let in_phrases = self
             .phrases
             .iter()
@@ -179,12 +218,12 @@ impl QueryPlan {
     }
 }
 
-/// The distinct terms, in order.
-fn unique(terms: &[(usize, String)]) -> Vec<&str> {
-    let mut distinct: Vec<&str> = terms.iter().map(|(_, t)| t.as_str()).collect();
-    distinct.sort_unstable();
-    distinct.dedup();
-    distinct
+/// Where each distinct term is in `terms` (one of its places), in the terms' order.
+fn distinct(terms: &[(usize, String)]) -> Vec<usize> {
+    let mut at: Vec<usize> = (0..terms.len()).collect();
+    at.sort_unstable_by(|&a, &b| terms[a].1.cmp(&terms[b].1));
+    at.dedup_by(|a, b| terms[*a].1 == terms[*b].1);
+    at
 }
 
 /// One document's share of one term's score.
@@ -322,9 +361,9 @@ impl Scorer {
             .zip(self.searcher.segment_readers())
     }
 
-    /// Whether any document holds the term.
-    pub fn knows(&self, kind: FieldKind, term: &str) -> bool {
-        self.impacts(kind, term).map_or(true, |i| !i.is_empty())
+    /// Plans `text` against this index (see `QueryPlan::new`).
+    pub fn plan(&self, text: &Analysed) -> Result<Option<QueryPlan>, SearchError> {
+        QueryPlan::new(text, &|kind, term| self.impacts(kind, term))
     }
 
     /// The term's score in each document that holds it, by ordinal.
@@ -401,9 +440,9 @@ impl Scorer {
     /// The plan's score for every document, by ordinal (0 where nothing matched).
     pub fn scores(&self, plan: &QueryPlan) -> Result<Vec<f32>, SearchError> {
         let mut scores = vec![0.0f32; self.num_docs];
-        for (kind, term, weight) in &plan.terms {
-            for impact in self.impacts(*kind, term)?.iter() {
-                scores[impact.doc as usize] += weight * impact.score;
+        for term in &plan.terms {
+            for impact in term.impacts.iter() {
+                scores[impact.doc as usize] += term.weight * impact.score;
             }
         }
         if !plan.phrases.is_empty() && self.num_docs > 0 {
@@ -579,9 +618,9 @@ mod tests {
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = plan
             .terms
             .iter()
-            .map(|(kind, term, weight)| {
-                let best = scorer.best_part(*weight, &|fields| {
-                    let term = Term::from_field_text(kind.field(fields), term);
+            .map(|planned| {
+                let best = scorer.best_part(planned.weight, &|fields| {
+                    let term = Term::from_field_text(planned.kind.field(fields), &planned.text);
                     Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs))
                 });
                 (Occur::Should, best)
@@ -656,7 +695,7 @@ mod tests {
             "no such words anywhere",
         ] {
             let analysed = Analysed::new(&index, text);
-            let Some(plan) = QueryPlan::new(&analysed, &|k, t| scorer.knows(k, t)) else {
+            let Some(plan) = scorer.plan(&analysed).unwrap() else {
                 continue;
             };
             let ours = scorer.scores(&plan).unwrap();
@@ -710,12 +749,22 @@ mod tests {
     fn plans_leave_out_unknown_terms_and_phrases_holding_them() {
         let index = Index::create_in_ram(Schema::builder().build());
         register_analyzers(&index);
-        let known = |_: FieldKind, t: &str| t != "zzz";
-        let plan = QueryPlan::new(&Analysed::new(&index, "rank timeout"), &known).unwrap();
-        assert_eq!(plan.phrases.len(), 1, "both words known: also a phrase");
-        let plan = QueryPlan::new(&Analysed::new(&index, "rank zzz timeout"), &known).unwrap();
-        assert!(plan.phrases.is_empty());
-        assert!(plan.terms.iter().all(|(_, t, _)| t != "zzz"));
-        assert!(QueryPlan::new(&Analysed::new(&index, " ,.; "), &known).is_none());
+        let held: Impacts = vec![Impact { doc: 0, score: 1.0 }].into();
+        let known = |_: FieldKind, t: &str| {
+            Ok(if t == "zzz" {
+                Impacts::from([])
+            } else {
+                held.clone()
+            })
+        };
+        let plan = |text: &str| QueryPlan::new(&Analysed::new(&index, text), &known).unwrap();
+        let both = plan("rank timeout").unwrap();
+        assert_eq!(both.phrases.len(), 1, "both words known: also a phrase");
+        assert!(both.terms.iter().all(|t| t.impacts == held));
+        let one = plan("rank zzz timeout").unwrap();
+        assert!(one.phrases.is_empty());
+        assert!(!one.terms.is_empty());
+        assert!(one.terms.iter().all(|t| t.text != "zzz"));
+        assert!(plan(" ,.; ").is_none());
     }
 }

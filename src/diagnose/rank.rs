@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::normalize::query_words;
 use super::parse::{Parsed, parse};
 use super::paste::{Paste, looks_like_error};
-use crate::search::{Hit, SearchError, SearchIndex, SearchQuery, TermMatch};
+use crate::search::{Analysed, Hit, SearchError, SearchIndex, SearchQuery, TermMatch};
 
 /// Candidates considered for the answer, best-scored first.
 const ANSWER_CANDIDATES: usize = 3;
@@ -186,7 +186,7 @@ pub(super) fn diagnose(
 
     let lines = LineWords::new(paste);
     let query = text_query(paste, &lines, &parsed);
-    let analysed = index.analyse(&query);
+    let analysed = index.analyse(&query.text);
     let hits = index.rank(&analysed, TEXT_CANDIDATES)?;
     let top_text = hits.first().map_or(0.0, |h| h.1);
     for &(entry, score) in &hits {
@@ -278,7 +278,10 @@ pub(super) fn diagnose(
     let line_words = OnceCell::new();
     let line_words = || {
         line_words
-            .get_or_init(|| analysed_lines(index, &lines))
+            .get_or_init(|| {
+                lines.learn_from(index, &query, &analysed);
+                analysed_lines(index, &lines)
+            })
             .as_slice()
     };
     if verdict == Verdict::Matched {
@@ -306,7 +309,7 @@ pub(super) fn diagnose(
     }
     let closest = if verdict == Verdict::NoMatch {
         // Shown to the reader, so with snippets this time.
-        index.search(&SearchQuery::new(&query, None, limit))?
+        index.search(&SearchQuery::new(&query.text, None, limit))?
     } else {
         Vec::new()
     };
@@ -351,11 +354,12 @@ fn root_line_range(parsed: &Parsed) -> std::ops::Range<usize> {
 /// lines of a long one, then a few frame names. Run-specific numbers and paths are
 /// dropped; the search keeps only the first `MAX_QUERY_TERMS` words, so the order is
 /// the priority.
-fn text_query(paste: &Paste, lines: &LineWords, parsed: &Parsed) -> String {
-    let mut parts: Vec<String> = Vec::new();
+fn text_query(paste: &Paste, lines: &LineWords, parsed: &Parsed) -> TextQuery {
+    // Each part with the paste line it is (if it is one).
+    let mut parts: Vec<(Option<usize>, String)> = Vec::new();
     let mut used = vec![false; paste.lines.len()];
-    let mut add_exception = |e: &super::parse::Exception, parts: &mut Vec<String>| {
-        parts.push(query_words(&format!("{} {}", e.kind, e.message)));
+    let mut add_exception = |e: &super::parse::Exception, parts: &mut Vec<_>| {
+        parts.push((None, query_words(&format!("{} {}", e.kind, e.message))));
         if let Some(u) = used.get_mut(e.line_index) {
             *u = true;
         }
@@ -378,7 +382,7 @@ fn text_query(paste: &Paste, lines: &LineWords, parsed: &Parsed) -> String {
             continue;
         }
         if short || lines.errorish(i) {
-            parts.push(lines.query_words(i).to_string());
+            parts.push((Some(i), lines.query_words(i).to_string()));
         }
         if parts.len() > budget {
             break;
@@ -402,30 +406,76 @@ fn text_query(paste: &Paste, lines: &LineWords, parsed: &Parsed) -> String {
     for frame in frames.iter().rev().take(4) {
         if !PLUMBING.contains(&frame.function.as_str()) {
             let module = frame.file.trim_end_matches(".py");
-            parts.push(query_words(
-                &format!("{module} {}", frame.function).replace('_', " "),
+            parts.push((
+                None,
+                query_words(&format!("{module} {}", frame.function).replace('_', " ")),
             ));
         }
     }
-    parts.join("\n")
+    let mut query = TextQuery::default();
+    for (line, part) in parts {
+        if !query.text.is_empty() {
+            query.text.push('\n');
+        }
+        let start = query.text.len();
+        query.text.push_str(&part);
+        if let Some(line) = line {
+            query.lines.push((line, start..query.text.len()));
+        }
+    }
+    query
+}
+
+/// One empty cell per line of `paste`.
+fn unknown<T>(paste: &Paste) -> Vec<OnceCell<T>> {
+    paste.lines.iter().map(|_| OnceCell::new()).collect()
+}
+
+/// The text searched, and where in it each paste line it holds is.
+#[derive(Default)]
+struct TextQuery {
+    text: String,
+    /// (index into `Paste::lines`, byte range in `text`).
+    lines: Vec<(usize, std::ops::Range<usize>)>,
 }
 
 /// What the query and the evidence both read of each paste line, worked out when first
-/// asked and once: whether it looks like an error, and its words without run-specific
-/// details.
+/// asked and once: whether it looks like an error, its words without run-specific
+/// details, and those words analysed.
 struct LineWords<'a> {
     paste: &'a Paste,
     errorish: Vec<OnceCell<bool>>,
     query_words: Vec<OnceCell<String>>,
+    analysed: Vec<OnceCell<Vec<String>>>,
 }
 
 impl<'a> LineWords<'a> {
     fn new(paste: &'a Paste) -> LineWords<'a> {
         LineWords {
             paste,
-            errorish: paste.lines.iter().map(|_| OnceCell::new()).collect(),
-            query_words: paste.lines.iter().map(|_| OnceCell::new()).collect(),
+            errorish: unknown(paste),
+            query_words: unknown(paste),
+            analysed: unknown(paste),
         }
+    }
+
+    /// Takes the analysed words of the lines the query holds from the query's analysis,
+    /// which has them already.
+    fn learn_from(&self, index: &SearchIndex, query: &TextQuery, analysed: &Analysed) {
+        for (line, range) in &query.lines {
+            if let Some(words) = analysed.words_in(range.clone()) {
+                debug_assert_eq!(
+                    words,
+                    index.words(self.query_words(*line)),
+                    "the query's words of line {line}",
+                );
+                let _ = self.analysed[*line].set(words);
+            }
+        }
+    }
+
+    fn analysed(&self, index: &SearchIndex, line: usize) -> &[String] {
+        self.analysed[line].get_or_init(|| index.words(self.query_words(line)))
     }
 
     fn errorish(&self, line: usize) -> bool {
@@ -439,18 +489,18 @@ impl<'a> LineWords<'a> {
 
 /// The lines text evidence is looked for in (all of a short paste, the error-looking
 /// lines of a long one, at most `EVIDENCE_LINES`), each analysed once.
-fn analysed_lines(index: &SearchIndex, lines: &LineWords) -> Vec<(usize, Vec<String>)> {
+fn analysed_lines<'a>(index: &SearchIndex, lines: &'a LineWords) -> Vec<(usize, &'a [String])> {
     let short = lines.paste.lines.len() <= SHORT_PASTE_LINES;
     (0..lines.paste.lines.len())
         .filter(|&i| short || lines.errorish(i))
         .take(EVIDENCE_LINES)
-        .map(|i| (i, index.words(lines.query_words(i))))
+        .map(|i| (i, lines.analysed(index, i)))
         .collect()
 }
 
 fn evidence<'a>(
     paste: &Paste,
-    line_words: impl FnOnce() -> &'a [(usize, Vec<String>)],
+    line_words: impl FnOnce() -> &'a [(usize, &'a [String])],
     c: &Candidate,
     entry: &crate::kb::Entry,
     matched_terms: &[String],

@@ -829,16 +829,9 @@ pub fn gram_query_terms(text: &str) -> Vec<Vec<String>> {
 
 /// Runs `analyzer` over `text`: (position, term) pairs.
 pub fn analyze(analyzer: &mut TextAnalyzer, text: &str) -> Vec<(usize, String)> {
-    analyze_first(analyzer, text, usize::MAX)
-}
-
-/// The first `most` (position, term) pairs of `text`; the rest is not analysed.
-pub fn analyze_first(analyzer: &mut TextAnalyzer, text: &str, most: usize) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     let mut stream = analyzer.token_stream(text);
-    while out.len() < most
-        && let Some(t) = stream.next()
-    {
+    while let Some(t) = stream.next() {
         out.push((t.position, t.text.clone()));
     }
     out

@@ -105,26 +105,55 @@ pub struct Analysed {
     distinct_words: Vec<usize>,
     /// The same for `idents`.
     distinct_idents: Vec<usize>,
+    /// Where in the text each of `words` starts (a byte offset).
+    word_starts: Vec<usize>,
 }
 
 impl Analysed {
     /// Analyses `text` with `index`'s registered analyzers.
     pub fn new(index: &Index, text: &str) -> Analysed {
+        // (position, term) and where each term starts.
         let analyze = |name: &str| {
-            let Some(mut analyzer) = index.tokenizers().get(name) else {
-                return Vec::new();
-            };
-            analysis::analyze_first(&mut analyzer, text, MAX_QUERY_TERMS)
+            let (mut terms, mut starts) = (Vec::new(), Vec::new());
+            if let Some(mut analyzer) = index.tokenizers().get(name) {
+                let mut stream = analyzer.token_stream(text);
+                while terms.len() < MAX_QUERY_TERMS
+                    && let Some(t) = stream.next()
+                {
+                    terms.push((t.position, t.text.clone()));
+                    starts.push(t.offset_from);
+                }
+            }
+            (terms, starts)
         };
-        let words = analyze(analysis::WORDS);
-        let idents = analyze(analysis::IDENT);
+        let (words, word_starts) = analyze(analysis::WORDS);
+        let (idents, _) = analyze(analysis::IDENT);
         Analysed {
             distinct_words: distinct(&words),
             distinct_idents: distinct(&idents),
             words,
             idents,
             grams: analysis::gram_query_terms(text),
+            word_starts,
         }
+    }
+
+    /// The words of the piece `range` of the text, as analysing the piece alone gives
+    /// them, for a piece between line breaks (no word spans one). `None` when the text
+    /// was cut at `MAX_QUERY_TERMS` words before the end of the piece.
+    pub fn words_in(&self, range: std::ops::Range<usize>) -> Option<Vec<String>> {
+        let cut = self.words.len() >= MAX_QUERY_TERMS;
+        if cut && self.word_starts.last().is_none_or(|&last| last < range.end) {
+            return None;
+        }
+        let first = self.word_starts.partition_point(|&s| s < range.start);
+        let end = self.word_starts.partition_point(|&s| s < range.end);
+        Some(
+            self.words[first..end]
+                .iter()
+                .map(|(_, w)| w.clone())
+                .collect(),
+        )
     }
 
     /// Each word once, in order.
@@ -372,15 +401,15 @@ impl Scorer {
             return Ok(found);
         }
         let impacts: Impacts = self.read_impacts(kind, term)?.into();
-        // A term no entry holds is not kept: queries bring endless new words (typos,
-        // numbers, IDs), and looking one up again costs only a dictionary miss.
-        if !impacts.is_empty() {
-            let key = TermKey {
-                kind,
-                text: term.into(),
-            };
-            self.cache.insert(key, impacts.clone());
-        }
+        // A term no entry holds is kept too: a log's own words (host names, job and
+        // module names) come back with every paste of it, and a miss costs a dictionary
+        // lookup per part. Its key is weighed like any other (see `ImpactsWeight`), so
+        // the endless new words of queries cannot grow memory past the budget.
+        let key = TermKey {
+            kind,
+            text: term.into(),
+        };
+        self.cache.insert(key, impacts.clone());
         Ok(impacts)
     }
 

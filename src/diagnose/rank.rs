@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::normalize::query_words;
 use super::parse::{Parsed, parse};
 use super::paste::{Paste, looks_like_error};
-use crate::search::{Analysed, Hit, SearchError, SearchIndex, SearchQuery, TermMatch};
+use crate::search::{Analysed, Hit, SearchError, SearchIndex, SearchQuery};
 
 /// Candidates considered for the answer, best-scored first.
 const ANSWER_CANDIDATES: usize = 3;
@@ -217,15 +217,16 @@ pub(super) fn diagnose(
         })
         .collect();
     partial.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let mut scored: Vec<(usize, f32, TermMatch)> = Vec::with_capacity(wanted + 1);
+    // (entry, score, vocabulary share).
+    let mut scored: Vec<(usize, f32, f32)> = Vec::with_capacity(wanted + 1);
     for (entry, partial) in partial {
         if scored.len() >= wanted && partial + COVERAGE < scored[wanted - 1].1 {
             break;
         }
-        let term_match = index.term_match(&query_terms, &kb.entries()[entry].slug)?;
-        let score = partial + COVERAGE * term_match.coverage;
+        let coverage = index.coverage(&query_terms, &kb.entries()[entry].slug);
+        let score = partial + COVERAGE * coverage;
         let at = scored.partition_point(|s| s.1 > score || (s.1 == score && s.0 < entry));
-        scored.insert(at, (entry, score, term_match));
+        scored.insert(at, (entry, score, coverage));
         scored.truncate(wanted);
     }
 
@@ -240,7 +241,7 @@ pub(super) fn diagnose(
     // The answer is the best-scored candidate that the evidence supports; among the
     // top few, so a candidate with a weaker claim cannot hide a well-supported one.
     let mut answer = None;
-    for (position, (entry, _, tm)) in scored.iter().enumerate().take(ANSWER_CANDIDATES) {
+    for (position, (entry, _, coverage)) in scored.iter().enumerate().take(ANSWER_CANDIDATES) {
         let c = &candidates[entry];
         let answerable = if !c.strong.is_empty() {
             true
@@ -256,8 +257,7 @@ pub(super) fn diagnose(
             explained >= needed
         } else {
             !c.weak.is_empty()
-                || ((c.text_rank >= 0.8 || c.phrase_rank >= 0.8)
-                    && tm.coverage >= TEXT_ONLY_COVERAGE)
+                || ((c.text_rank >= 0.8 || c.phrase_rank >= 0.8) && *coverage >= TEXT_ONLY_COVERAGE)
         };
         if answerable {
             answer = Some(position);
@@ -288,21 +288,23 @@ pub(super) fn diagnose(
         let second = scored
             .get(1)
             .map(|s| (s.1, !candidates[&s.0].strong.is_empty()));
-        for (rank, (entry, score, tm)) in scored.iter().take(limit).enumerate() {
+        for (rank, (entry, score, coverage)) in scored.iter().take(limit).enumerate() {
             let c = &candidates[entry];
             let confidence = if rank == 0 {
-                top_confidence(c, *score, tm.coverage, second)
+                top_confidence(c, *score, *coverage, second)
             } else if !c.strong.is_empty() {
                 Confidence::Medium
             } else {
                 Confidence::Low
             };
-            let evidence = evidence(paste, line_words, c, &kb.entries()[*entry], &tm.matched);
+            let entry = &kb.entries()[*entry];
+            let shared = || index.shared_terms(&query_terms, &entry.slug);
+            let evidence = evidence(paste, line_words, c, entry, shared);
             matches.push(Match {
-                slug: kb.entries()[*entry].slug.clone(),
+                slug: entry.slug.clone(),
                 score: *score,
                 confidence,
-                coverage: tm.coverage,
+                coverage: *coverage,
                 evidence,
             });
         }
@@ -503,7 +505,7 @@ fn evidence<'a>(
     line_words: impl FnOnce() -> &'a [(usize, &'a [String])],
     c: &Candidate,
     entry: &crate::kb::Entry,
-    matched_terms: &[String],
+    matched_terms: impl FnOnce() -> Vec<String>,
 ) -> Vec<Evidence> {
     let mut out = Vec::new();
     let mut signature_lines = Vec::new();
@@ -530,8 +532,13 @@ fn evidence<'a>(
             });
         }
     }
-    if out.is_empty() && !matched_terms.is_empty() {
-        // No signature: show the lines that share the most of the entry's rare words.
+    // No signature: show the lines that share the most of the entry's rare words.
+    let matched_terms = if out.is_empty() {
+        matched_terms()
+    } else {
+        Vec::new()
+    };
+    if !matched_terms.is_empty() {
         let wanted: Vec<&String> = matched_terms.iter().take(12).collect();
         let mut scored: Vec<(usize, usize, Vec<String>)> = Vec::new();
         for (i, words) in line_words() {

@@ -103,15 +103,6 @@ pub struct QueryTerms {
     impacts: Vec<Impacts>,
 }
 
-/// How much of a text's vocabulary one entry shares (see `SearchIndex::term_match`).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TermMatch {
-    /// Idf-weighted share of the text's distinct terms that occur in the entry, 0..=1.
-    pub coverage: f32,
-    /// The terms found in the entry, rarest first (analysed form: lowercased, stemmed).
-    pub matched: Vec<String>,
-}
-
 impl std::fmt::Debug for SearchIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SearchIndex")
@@ -317,25 +308,39 @@ impl SearchIndex {
     }
 
     /// How much of a text's vocabulary (`query_terms`) the entry `slug` shares, so
-    /// sharing only common words scores low.
-    pub fn term_match(&self, query: &QueryTerms, slug: &str) -> Result<TermMatch, SearchError> {
-        let Some(ordinal) = self.kb.position(slug).map(|p| self.ordinal_of[p]) else {
-            return Ok(TermMatch::default());
-        };
+    /// sharing only common words scores low: the idf-weighted share of the text's
+    /// distinct terms that occur in the entry, 0..=1.
+    pub fn coverage(&self, query: &QueryTerms, slug: &str) -> f32 {
         let total: f32 = query.weights.iter().sum();
-        let mut found = 0.0;
-        let mut matched: Vec<(f32, &str)> = Vec::new();
-        for ((term, &weight), held) in query.terms.iter().zip(&query.weights).zip(&query.impacts) {
-            if scoring::holds(held, ordinal) {
-                found += weight;
-                matched.push((weight, term));
-            }
+        if total <= 0.0 {
+            return 0.0;
         }
-        matched.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-        Ok(TermMatch {
-            coverage: if total > 0.0 { found / total } else { 0.0 },
-            matched: matched.into_iter().map(|(_, t)| t.to_string()).collect(),
-        })
+        let found: f32 = self.shared(query, slug).map(|(_, weight)| weight).sum();
+        found / total
+    }
+
+    /// The terms of `query` that occur in the entry `slug`, rarest first (analysed
+    /// form: lowercased, stemmed).
+    pub fn shared_terms(&self, query: &QueryTerms, slug: &str) -> Vec<String> {
+        let mut shared: Vec<(&str, f32)> = self.shared(query, slug).collect();
+        shared.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        shared.into_iter().map(|(t, _)| t.to_string()).collect()
+    }
+
+    /// (term, weight) of the terms of `query` that occur in the entry `slug`.
+    fn shared<'q>(
+        &self,
+        query: &'q QueryTerms,
+        slug: &str,
+    ) -> impl Iterator<Item = (&'q str, f32)> + 'q {
+        let ordinal = self.kb.position(slug).map(|p| self.ordinal_of[p]);
+        query
+            .terms
+            .iter()
+            .zip(&query.weights)
+            .zip(&query.impacts)
+            .filter(move |(_, held)| ordinal.is_some_and(|o| scoring::holds(held, o)))
+            .map(|((term, &weight), _)| (term.as_str(), weight))
     }
 
     /// Entries whose closest symptom, title or summary phrase matches `text`, with that

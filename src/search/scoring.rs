@@ -15,6 +15,7 @@
 use std::collections::{BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
+use rustc_hash::FxHashSet;
 use tantivy::collector::TopDocs;
 use tantivy::postings::Postings;
 use tantivy::query::{
@@ -100,8 +101,8 @@ pub struct Analysed {
     pub idents: Positioned,
     /// Chinese runs as grams (see `analysis::gram_query_terms`).
     pub grams: Vec<Vec<String>>,
-    /// Where in `words` each distinct word is, in the words' order: a text is planned
-    /// against several indexes, and sorted once.
+    /// Where in `words` each distinct word is first, in the words' order: a text is
+    /// planned against several indexes, and sorted once.
     distinct_words: Vec<usize>,
     /// The same for `idents`.
     distinct_idents: Vec<usize>,
@@ -247,12 +248,18 @@ impl QueryPlan {
     }
 }
 
-/// Where each distinct term is in `terms` (one of its places), in the terms' order.
+/// Where each distinct term is first in `terms`, in the terms' order.
 fn distinct(terms: &[(usize, String)]) -> Vec<usize> {
-    let mut at: Vec<usize> = (0..terms.len()).collect();
-    at.sort_unstable_by(|&a, &b| terms[a].1.cmp(&terms[b].1));
-    at.dedup_by(|a, b| terms[*a].1 == terms[*b].1);
-    at
+    // Repeats dropped first (a query repeats many of its words), then the rest sorted.
+    let mut seen: FxHashSet<&str> = FxHashSet::default();
+    let mut firsts: Vec<(&str, usize)> = terms
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, term))| seen.insert(term))
+        .map(|(at, (_, term))| (term.as_str(), at))
+        .collect();
+    firsts.sort_unstable();
+    firsts.into_iter().map(|(_, at)| at).collect()
 }
 
 /// One document's share of one term's score.
@@ -747,6 +754,17 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn distinct_terms_are_each_first_place_in_term_order() {
+        let terms: Positioned = ["rank", "timeout", "rank", "nccl", "timeout", "abort"]
+            .iter()
+            .enumerate()
+            .map(|(p, t)| (p, t.to_string()))
+            .collect();
+        assert_eq!(distinct(&terms), [5, 3, 0, 1]);
+        assert!(distinct(&[]).is_empty());
     }
 
     #[test]

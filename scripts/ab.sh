@@ -7,7 +7,8 @@
 # (2 threads, 32 connections) against one and then the other, ROUNDS times, so that
 # whatever else the machine does falls on both alike. Routes: new searches, new
 # diagnoses of the 4 KB paste, repeated searches, repeated diagnoses. Prints one
-# Markdown row per run, and each binary's start-to-ready time.
+# Markdown row per run with the server's CPU time per request (less sensitive than
+# requests/s to what else the machine runs), and each binary's start-to-ready time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/common.sh
@@ -36,6 +37,7 @@ start() { # BINARY NAME: starts it (building its indexes in RAM); sets port_NAME
     start_errbook "$kb" "$work/$2.log" "$1" --no-index-cache
     pids+=("$server")
     printf -v "port_$2" %s "$port"
+    printf -v "pid_$2" %s "$server"
     echo "$2: $1, ready_ms=$(grep -o 'ready_ms=[0-9]*' "$work/$2.log" | cut -d= -f2)"
 }
 start "$old" old
@@ -45,8 +47,12 @@ sleep 1
 write_load_inputs "$work" tests/browser/nccl-watchdog-timeout.log "$kb"
 
 echo
-echo "| route | binary | requests/s | p50 | p90 | p99 | errors |"
-echo "|---|---|---|---|---|---|---|"
+# Server CPU time (user + system, in clock ticks) so far, from /proc.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+
+echo "| route | binary | requests/s | p50 | p90 | p99 | errors | server CPU per request |"
+echo "|---|---|---|---|---|---|---|---|"
 for route in "search new:search.lua:1" "diagnose new:diagnose.lua:1" \
     "search repeated:search.lua:0" "diagnose repeated:diagnose.lua:0"; do
     IFS=: read -r name script unique <<<"$route"
@@ -56,9 +62,14 @@ for route in "search new:search.lua:1" "diagnose new:diagnose.lua:1" \
             url="http://127.0.0.1:${!port_var}"
             out="$work/out.txt"
             UNIQUE=$unique wrk -t2 -c32 -d1s -s "benches/load/$script" "$url" >/dev/null
+            pid_var="pid_$which"
+            before=$(cpu_ticks "${!pid_var}")
             UNIQUE=$unique wrk -t2 -c32 -d"$duration" --latency \
                 -s "benches/load/$script" "$url" >"$out"
-            awk -v name="$name | $which" -f scripts/wrk-row.awk "$out"
+            after=$(cpu_ticks "${!pid_var}")
+            cpu=$(awk -v t=$((after - before)) -v hz="$hz" \
+                '/requests in/ { printf "%.0f µs", t / hz * 1e6 / $1 }' "$out")
+            awk -v name="$name | $which" -f scripts/wrk-row.awk "$out" | sed "s/ |\$/ | $cpu |/"
         done
     done
 done

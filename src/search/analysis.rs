@@ -830,11 +830,26 @@ pub fn gram_query_terms(text: &str) -> Vec<Vec<String>> {
 /// Runs `analyzer` over `text`: (position, term) pairs.
 pub fn analyze(analyzer: &mut TextAnalyzer, text: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
-    let mut stream = analyzer.token_stream(text);
-    while let Some(t) = stream.next() {
-        out.push((t.position, t.text.clone()));
-    }
+    analyze_first(analyzer, text, usize::MAX, |t| {
+        out.push((t.position, t.text.clone()))
+    });
     out
+}
+
+/// Hands the first `most` tokens of `text` to `each`; the rest is not analysed.
+pub fn analyze_first(
+    analyzer: &mut TextAnalyzer,
+    text: &str,
+    most: usize,
+    mut each: impl FnMut(&Token),
+) {
+    let mut stream = analyzer.token_stream(text);
+    for _ in 0..most {
+        let Some(token) = stream.next() else {
+            break;
+        };
+        each(token);
+    }
 }
 
 #[cfg(test)]

@@ -284,7 +284,8 @@ impl SearchIndex {
     }
 
     /// The distinct terms of `text` with their idf across the knowledge base (a term no
-    /// entry uses weighs as much as the rarest), for `term_match` against many entries.
+    /// entry uses weighs as much as the rarest), for `coverage` and `shared_terms` against
+    /// many entries.
     pub fn query_terms(&self, text: &Analysed) -> Result<QueryTerms, SearchError> {
         let terms: Vec<String> = text
             .distinct_words()

@@ -23,6 +23,7 @@ use tantivy::query::{
     PhraseQuery, Query,
 };
 use tantivy::schema::{Field, IndexRecordOption};
+use tantivy::tokenizer::Token;
 use tantivy::{DocAddress, DocSet, Index, Searcher, SegmentReader, TERMINATED, Term};
 
 use super::SearchError;
@@ -113,22 +114,19 @@ pub struct Analysed {
 impl Analysed {
     /// Analyses `text` with `index`'s registered analyzers.
     pub fn new(index: &Index, text: &str) -> Analysed {
-        // (position, term) and where each term starts.
-        let analyze = |name: &str| {
-            let (mut terms, mut starts) = (Vec::new(), Vec::new());
+        let analyze = |name: &str, each: &mut dyn FnMut(&Token)| {
             if let Some(mut analyzer) = index.tokenizers().get(name) {
-                let mut stream = analyzer.token_stream(text);
-                while terms.len() < MAX_QUERY_TERMS
-                    && let Some(t) = stream.next()
-                {
-                    terms.push((t.position, t.text.clone()));
-                    starts.push(t.offset_from);
-                }
+                analysis::analyze_first(&mut analyzer, text, MAX_QUERY_TERMS, each);
             }
-            (terms, starts)
         };
-        let (words, word_starts) = analyze(analysis::WORDS);
-        let (idents, _) = analyze(analysis::IDENT);
+        let (mut words, mut word_starts, mut idents) = (Vec::new(), Vec::new(), Vec::new());
+        analyze(analysis::WORDS, &mut |t| {
+            words.push((t.position, t.text.clone()));
+            word_starts.push(t.offset_from);
+        });
+        analyze(analysis::IDENT, &mut |t| {
+            idents.push((t.position, t.text.clone()))
+        });
         Analysed {
             distinct_words: distinct(&words),
             distinct_idents: distinct(&idents),

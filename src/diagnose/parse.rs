@@ -4,6 +4,7 @@
 
 use std::sync::LazyLock;
 
+use memchr::memmem;
 use regex::{Regex, RegexSet};
 use serde::Serialize;
 
@@ -140,6 +141,13 @@ static LINE_PATTERNS: LazyLock<RegexSet> = LazyLock::new(|| {
     RegexSet::new(patterns).unwrap()
 });
 
+/// The lines that start a traceback and torchrun's root-cause block, found by a
+/// vectorised substring search (they are looked for on every line).
+static TRACEBACK_START: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new("Traceback (most recent call last)"));
+static ROOT_CAUSE_START: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new("Root Cause (first observed failure)"));
+
 pub fn parse(paste: &Paste) -> Parsed {
     let mut parsed = Parsed::default();
     let mut frames: Vec<Frame> = Vec::new();
@@ -149,7 +157,7 @@ pub fn parse(paste: &Paste) -> Parsed {
         let line = &lines[i];
         let text = line.text.as_str();
         let found = LINE_PATTERNS.matches(text);
-        if text.contains("Traceback (most recent call last)") {
+        if TRACEBACK_START.find(text.as_bytes()).is_some() {
             frames.clear();
         } else if found.matched(FRAME_AT)
             && let Some(caps) = FRAME.captures(text)
@@ -193,7 +201,7 @@ pub fn parse(paste: &Paste) -> Parsed {
                 .map(|c| c["msg"].trim().to_string())
                 .unwrap_or_default();
             push_exception(&mut parsed, &kind, &kind, message, i, line, &[]);
-        } else if text.contains("Root Cause (first observed failure)") {
+        } else if ROOT_CAUSE_START.find(text.as_bytes()).is_some() {
             parsed.first_failure = Some(root_cause_block(&lines[i + 1..]));
         }
         if found.matched(CODES_AT) {

@@ -275,14 +275,12 @@ pub(super) fn diagnose(
 
     let mut matches = Vec::new();
     // Analysed only if some match has no signature to show.
-    let line_words = OnceCell::new();
-    let line_words = || {
-        line_words
-            .get_or_init(|| {
-                lines.learn_from(index, &query, &analysed);
-                analysed_lines(index, &lines)
-            })
-            .as_slice()
+    let evidence_lines = OnceCell::new();
+    let evidence_lines = || {
+        evidence_lines.get_or_init(|| {
+            lines.learn_from(index, &query, &analysed);
+            EvidenceLines::new(index, &lines)
+        })
     };
     if verdict == Verdict::Matched {
         let second = scored
@@ -299,7 +297,7 @@ pub(super) fn diagnose(
             };
             let entry = &kb.entries()[*entry];
             let shared = || index.shared_terms(&query_terms, &entry.slug);
-            let evidence = evidence(paste, line_words, c, entry, shared);
+            let evidence = evidence(paste, evidence_lines, c, entry, shared);
             matches.push(Match {
                 slug: entry.slug.clone(),
                 score: *score,
@@ -490,19 +488,65 @@ impl<'a> LineWords<'a> {
 }
 
 /// The lines text evidence is looked for in (all of a short paste, the error-looking
-/// lines of a long one, at most `EVIDENCE_LINES`), each analysed once.
-fn analysed_lines<'a>(index: &SearchIndex, lines: &'a LineWords) -> Vec<(usize, &'a [String])> {
-    let short = lines.paste.lines.len() <= SHORT_PASTE_LINES;
-    (0..lines.paste.lines.len())
-        .filter(|&i| short || lines.errorish(i))
-        .take(EVIDENCE_LINES)
-        .map(|i| (i, lines.analysed(index, i)))
-        .collect()
+/// lines of a long one, at most `EVIDENCE_LINES`), each analysed once, with a hash of
+/// each word: every match without a signature looks for its terms on every line, and
+/// comparing hashes first spares comparing strings that differ.
+struct EvidenceLines<'a> {
+    /// (index into `Paste::lines`, its words, the range of their hashes in `hashes`).
+    lines: Vec<(usize, &'a [String], std::ops::Range<usize>)>,
+    hashes: Vec<u64>,
+}
+
+impl<'a> EvidenceLines<'a> {
+    fn new(index: &SearchIndex, lines: &'a LineWords) -> EvidenceLines<'a> {
+        let short = lines.paste.lines.len() <= SHORT_PASTE_LINES;
+        let mut out = EvidenceLines {
+            lines: Vec::new(),
+            hashes: Vec::new(),
+        };
+        for i in (0..lines.paste.lines.len())
+            .filter(|&i| short || lines.errorish(i))
+            .take(EVIDENCE_LINES)
+        {
+            let words = lines.analysed(index, i);
+            let start = out.hashes.len();
+            out.hashes.extend(words.iter().map(|w| word_hash(w)));
+            out.lines.push((i, words, start..out.hashes.len()));
+        }
+        out
+    }
+
+    /// Each line with those of `terms` (each with its `word_hash`) it holds, in the
+    /// order of `terms`.
+    fn sharing<'t>(
+        &self,
+        terms: &'t [(&'t str, u64)],
+    ) -> impl Iterator<Item = (usize, Vec<&'t str>)> + use<'_, 't> {
+        self.lines.iter().map(move |(i, words, range)| {
+            let hashes = &self.hashes[range.clone()];
+            let shared = terms
+                .iter()
+                .filter(|(term, hash)| {
+                    hashes
+                        .iter()
+                        .zip(words.iter())
+                        .any(|(h, w)| h == hash && w == term)
+                })
+                .map(|(term, _)| *term)
+                .collect();
+            (*i, shared)
+        })
+    }
+}
+
+fn word_hash(word: &str) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(word)
 }
 
 fn evidence<'a>(
     paste: &Paste,
-    line_words: impl FnOnce() -> &'a [(usize, &'a [String])],
+    evidence_lines: impl FnOnce() -> &'a EvidenceLines<'a>,
     c: &Candidate,
     entry: &crate::kb::Entry,
     matched_terms: impl FnOnce() -> Vec<String>,
@@ -539,19 +583,15 @@ fn evidence<'a>(
         Vec::new()
     };
     if !matched_terms.is_empty() {
-        let wanted: Vec<&String> = matched_terms.iter().take(12).collect();
+        let wanted: Vec<(&str, u64)> = matched_terms
+            .iter()
+            .take(12)
+            .map(|t| (t.as_str(), word_hash(t)))
+            .collect();
         let mut scored: Vec<(usize, usize, Vec<String>)> = Vec::new();
-        for (i, words) in line_words() {
-            let i = *i;
-            if signature_lines.contains(&i) {
-                continue;
-            }
-            let shared: Vec<String> = wanted
-                .iter()
-                .filter(|t| words.contains(t))
-                .map(|t| t.to_string())
-                .collect();
-            if !shared.is_empty() {
+        for (i, shared) in evidence_lines().sharing(&wanted) {
+            if !shared.is_empty() && !signature_lines.contains(&i) {
+                let shared: Vec<String> = shared.into_iter().map(str::to_string).collect();
                 scored.push((shared.len(), i, shared));
             }
         }

@@ -96,10 +96,10 @@ pub struct PlannedTerm {
 /// A text analysed once by all three analyzers, to be planned against several indexes.
 #[derive(Debug, Clone, Default)]
 pub struct Analysed {
-    /// (position, term) from the words analyzer, at most `MAX_QUERY_TERMS`.
-    pub words: Positioned,
+    /// The words analyzer's terms, at most `MAX_QUERY_TERMS`.
+    words: Terms,
     /// The same from the identifier-parts analyzer.
-    pub idents: Positioned,
+    idents: Terms,
     /// Chinese runs as grams (see `analysis::gram_query_terms`).
     pub grams: Vec<Vec<String>>,
     /// Where in `words` each distinct word is first, in the words' order: a text is
@@ -111,6 +111,37 @@ pub struct Analysed {
     word_starts: Vec<usize>,
 }
 
+/// An analyzer's terms with their positions, kept in one string: a long query holds
+/// hundreds, and one allocation each was a tenth of analysing it.
+#[derive(Debug, Clone, Default)]
+struct Terms {
+    text: String,
+    /// (position, end of the term in `text`); each term starts where the one before
+    /// it ends.
+    terms: Vec<(usize, usize)>,
+}
+
+impl Terms {
+    fn push(&mut self, position: usize, term: &str) {
+        self.text.push_str(term);
+        self.terms.push((position, self.text.len()));
+    }
+
+    fn len(&self) -> usize {
+        self.terms.len()
+    }
+
+    fn get(&self, i: usize) -> &str {
+        let start = i.checked_sub(1).map_or(0, |before| self.terms[before].1);
+        &self.text[start..self.terms[i].1]
+    }
+
+    /// (position, term), in order.
+    fn iter(&self) -> impl Iterator<Item = (usize, &str)> {
+        (0..self.len()).map(|i| (self.terms[i].0, self.get(i)))
+    }
+}
+
 impl Analysed {
     /// Analyses `text` with `index`'s registered analyzers.
     pub fn new(index: &Index, text: &str) -> Analysed {
@@ -119,14 +150,13 @@ impl Analysed {
                 analysis::analyze_first(&mut analyzer, text, MAX_QUERY_TERMS, each);
             }
         };
-        let (mut words, mut word_starts, mut idents) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut words, mut word_starts, mut idents) =
+            (Terms::default(), Vec::new(), Terms::default());
         analyze(analysis::WORDS, &mut |t| {
-            words.push((t.position, t.text.clone()));
+            words.push(t.position, &t.text);
             word_starts.push(t.offset_from);
         });
-        analyze(analysis::IDENT, &mut |t| {
-            idents.push((t.position, t.text.clone()))
-        });
+        analyze(analysis::IDENT, &mut |t| idents.push(t.position, &t.text));
         Analysed {
             distinct_words: distinct(&words),
             distinct_idents: distinct(&idents),
@@ -147,30 +177,21 @@ impl Analysed {
         }
         let first = self.word_starts.partition_point(|&s| s < range.start);
         let end = self.word_starts.partition_point(|&s| s < range.end);
-        Some(
-            self.words[first..end]
-                .iter()
-                .map(|(_, w)| w.clone())
-                .collect(),
-        )
+        Some((first..end).map(|i| self.words.get(i).to_string()).collect())
     }
 
     /// Each word once, in order.
     pub fn distinct_words(&self) -> impl Iterator<Item = &str> {
-        self.distinct_words
-            .iter()
-            .map(|&i| self.words[i].1.as_str())
+        self.distinct_words.iter().map(|&i| self.words.get(i))
     }
 
     /// Each identifier part once, in order.
     pub fn distinct_idents(&self) -> impl Iterator<Item = &str> {
-        self.distinct_idents
-            .iter()
-            .map(|&i| self.idents[i].1.as_str())
+        self.distinct_idents.iter().map(|&i| self.idents.get(i))
     }
 
     pub fn is_empty(&self) -> bool {
-        self.words.is_empty() && self.idents.is_empty() && self.grams.is_empty()
+        self.words.len() == 0 && self.idents.len() == 0 && self.grams.is_empty()
     }
 }
 
@@ -206,11 +227,11 @@ impl QueryPlan {
         for term in text.distinct_idents() {
             push(FieldKind::Ident, term, IDENT_WEIGHT)?;
         }
-        let words = &text.words;
-        if all_known && (2..=MAX_PHRASE_TERMS).contains(&words.len()) {
+        if all_known && (2..=MAX_PHRASE_TERMS).contains(&text.words.len()) {
             // The words in order: an error string typed as written ranks its entry first.
+            let words = text.words.iter().map(|(p, w)| (p, w.to_string())).collect();
             plan.phrases
-                .push((FieldKind::Words, words.clone(), WORD_PHRASE_WEIGHT));
+                .push((FieldKind::Words, words, WORD_PHRASE_WEIGHT));
         }
         for run in &text.grams {
             if let [gram] = run.as_slice() {
@@ -247,14 +268,12 @@ impl QueryPlan {
 }
 
 /// Where each distinct term is first in `terms`, in the terms' order.
-fn distinct(terms: &[(usize, String)]) -> Vec<usize> {
+fn distinct(terms: &Terms) -> Vec<usize> {
     // Repeats dropped first (a query repeats many of its words), then the rest sorted.
     let mut seen: FxHashSet<&str> = FxHashSet::default();
-    let mut firsts: Vec<(&str, usize)> = terms
-        .iter()
-        .enumerate()
-        .filter(|(_, (_, term))| seen.insert(term))
-        .map(|(at, (_, term))| (term.as_str(), at))
+    let mut firsts: Vec<(&str, usize)> = (0..terms.len())
+        .map(|at| (terms.get(at), at))
+        .filter(|(term, _)| seen.insert(term))
         .collect();
     firsts.sort_unstable();
     firsts.into_iter().map(|(_, at)| at).collect()
@@ -756,13 +775,17 @@ mod tests {
 
     #[test]
     fn distinct_terms_are_each_first_place_in_term_order() {
-        let terms: Positioned = ["rank", "timeout", "rank", "nccl", "timeout", "abort"]
+        let mut terms = Terms::default();
+        for (p, t) in ["rank", "timeout", "rank", "nccl", "timeout", "abort"]
             .iter()
             .enumerate()
-            .map(|(p, t)| (p, t.to_string()))
-            .collect();
+        {
+            terms.push(p, t);
+        }
+        assert_eq!(terms.get(1), "timeout");
+        assert_eq!(terms.iter().nth(3), Some((3, "nccl")));
         assert_eq!(distinct(&terms), [5, 3, 0, 1]);
-        assert!(distinct(&[]).is_empty());
+        assert!(distinct(&Terms::default()).is_empty());
     }
 
     #[test]

@@ -96,8 +96,8 @@ const CACHED_SEARCHES: usize = 1024;
 
 /// A text's distinct analysed terms and their weights (see `SearchIndex::query_terms`).
 #[derive(Debug, Clone, Default)]
-pub struct QueryTerms {
-    terms: Vec<String>,
+pub struct QueryTerms<'a> {
+    terms: Vec<&'a str>,
     weights: Vec<f32>,
     /// Each term's impacts: which documents hold it.
     impacts: Vec<Impacts>,
@@ -202,7 +202,8 @@ impl SearchIndex {
     }
 
     fn search_uncached(&self, query: &SearchQuery) -> Result<Vec<Hit>, SearchError> {
-        let plan = self.scorer.plan(&self.analyse(&query.text))?;
+        let analysed = self.analyse(&query.text);
+        let plan = self.scorer.plan(&analysed)?;
         let ranked = self.ranked(plan.as_ref(), query.tag.as_deref(), query.limit)?;
         let highlighter = match &plan {
             Some(plan) => self.highlighter(plan)?,
@@ -286,16 +287,15 @@ impl SearchIndex {
     /// The distinct terms of `text` with their idf across the knowledge base (a term no
     /// entry uses weighs as much as the rarest), for `coverage` and `shared_terms` against
     /// many entries.
-    pub fn query_terms(&self, text: &Analysed) -> Result<QueryTerms, SearchError> {
-        let terms: Vec<String> = text
+    pub fn query_terms<'a>(&self, text: &'a Analysed) -> Result<QueryTerms<'a>, SearchError> {
+        let terms: Vec<&str> = text
             .distinct_words()
             .filter(|t| t.chars().count() > 1 || t.chars().any(analysis::is_cjk))
-            .map(str::to_string)
             .collect();
         let n = self.scorer.num_docs() as f32;
         let mut weights = Vec::with_capacity(terms.len());
         let mut impacts = Vec::with_capacity(terms.len());
-        for term in &terms {
+        for &term in &terms {
             let held = self.scorer.impacts(FieldKind::Words, term)?;
             let df = held.len() as f32;
             weights.push((1.0 + (n - df.max(1.0) + 0.5) / (df.max(1.0) + 0.5)).ln());
@@ -341,7 +341,7 @@ impl SearchIndex {
             .zip(&query.weights)
             .zip(&query.impacts)
             .filter(move |(_, held)| ordinal.is_some_and(|o| scoring::holds(held, o)))
-            .map(|((term, &weight), _)| (term.as_str(), weight))
+            .map(|((&term, &weight), _)| (term, weight))
     }
 
     /// Entries whose closest symptom, title or summary phrase matches `text`, with that

@@ -76,8 +76,8 @@ pub type Positioned = Vec<(usize, String)>;
 /// What a query text scores with in one index: each distinct term once, and the word
 /// sequences that also score as exact phrases.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct QueryPlan {
-    pub terms: Vec<PlannedTerm>,
+pub struct QueryPlan<'a> {
+    pub terms: Vec<PlannedTerm<'a>>,
     /// (analyzer, positioned terms, weight).
     pub phrases: Vec<(FieldKind, Positioned, f32)>,
 }
@@ -85,9 +85,10 @@ pub struct QueryPlan {
 /// A term of a plan, with the impacts looked up to plan it (so scoring does not look
 /// them up again).
 #[derive(Debug, Clone, PartialEq)]
-pub struct PlannedTerm {
+pub struct PlannedTerm<'a> {
     pub kind: FieldKind,
-    pub text: String,
+    /// The term, as the analysed text holds it.
+    pub text: &'a str,
     pub weight: f32,
     /// The term's impacts in the index planned for: never empty.
     pub impacts: Impacts,
@@ -177,7 +178,11 @@ impl Analysed {
         }
         let first = self.word_starts.partition_point(|&s| s < range.start);
         let end = self.word_starts.partition_point(|&s| s < range.end);
-        Some((first..end).map(|i| self.words.get(i).to_string()).collect())
+        Some(
+            (first..end)
+                .map(|i| self.words.get(i).to_string())
+                .collect(),
+        )
     }
 
     /// Each word once, in order.
@@ -195,25 +200,25 @@ impl Analysed {
     }
 }
 
-impl QueryPlan {
+impl<'a> QueryPlan<'a> {
     /// Plans an analysed text, `impacts` giving each term's impacts in the index planned
     /// for. Terms no document holds (no impacts) are left out, and so are phrases
     /// holding one. `None` when the text has no term at all.
     pub fn new(
-        text: &Analysed,
+        text: &'a Analysed,
         impacts: &dyn Fn(FieldKind, &str) -> Result<Impacts, SearchError>,
-    ) -> Result<Option<QueryPlan>, SearchError> {
+    ) -> Result<Option<QueryPlan<'a>>, SearchError> {
         if text.is_empty() {
             return Ok(None);
         }
         let mut plan = QueryPlan::default();
-        let mut push = |kind: FieldKind, term: &str, weight: f32| -> Result<bool, SearchError> {
+        let mut push = |kind: FieldKind, term: &'a str, weight: f32| -> Result<bool, SearchError> {
             let impacts = impacts(kind, term)?;
             let known = !impacts.is_empty();
             if known {
                 plan.terms.push(PlannedTerm {
                     kind,
-                    text: term.to_string(),
+                    text: term,
                     weight,
                     impacts,
                 });
@@ -253,11 +258,7 @@ impl QueryPlan {
 
     /// Every term the plan looks for, by analyzer: what a snippet should highlight.
     pub fn highlight_terms(&self, kind: FieldKind) -> BTreeSet<&str> {
-        let singles = self
-            .terms
-            .iter()
-            .filter(|t| t.kind == kind)
-            .map(|t| t.text.as_str());
+        let singles = self.terms.iter().filter(|t| t.kind == kind).map(|t| t.text);
         let in_phrases = self
             .phrases
             .iter()
@@ -415,7 +416,7 @@ impl Scorer {
     }
 
     /// Plans `text` against this index (see `QueryPlan::new`).
-    pub fn plan(&self, text: &Analysed) -> Result<Option<QueryPlan>, SearchError> {
+    pub fn plan<'a>(&self, text: &'a Analysed) -> Result<Option<QueryPlan<'a>>, SearchError> {
         QueryPlan::new(text, &|kind, term| self.impacts(kind, term))
     }
 
@@ -673,7 +674,7 @@ mod tests {
             .iter()
             .map(|planned| {
                 let best = scorer.best_part(planned.weight, &|fields| {
-                    let term = Term::from_field_text(planned.kind.field(fields), &planned.text);
+                    let term = Term::from_field_text(planned.kind.field(fields), planned.text);
                     Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs))
                 });
                 (Occur::Should, best)
@@ -825,14 +826,17 @@ mod tests {
                 held.clone()
             })
         };
-        let plan = |text: &str| QueryPlan::new(&Analysed::new(&index, text), &known).unwrap();
-        let both = plan("rank timeout").unwrap();
+        let analyse = |text: &str| Analysed::new(&index, text);
+        let text = analyse("rank timeout");
+        let both = QueryPlan::new(&text, &known).unwrap().unwrap();
         assert_eq!(both.phrases.len(), 1, "both words known: also a phrase");
         assert!(both.terms.iter().all(|t| t.impacts == held));
-        let one = plan("rank zzz timeout").unwrap();
+        let text = analyse("rank zzz timeout");
+        let one = QueryPlan::new(&text, &known).unwrap().unwrap();
         assert!(one.phrases.is_empty());
         assert!(!one.terms.is_empty());
         assert!(one.terms.iter().all(|t| t.text != "zzz"));
-        assert!(plan(" ,.; ").is_none());
+        let text = analyse(" ,.; ");
+        assert!(QueryPlan::new(&text, &known).unwrap().is_none());
     }
 }

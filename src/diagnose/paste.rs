@@ -109,12 +109,22 @@ struct Builder {
     /// Hashes of the dedup keys of the lines kept (64 bits: a collision between two
     /// different lines of one paste is not a practical concern).
     seen: HashSet<u64>,
-    hasher: RandomState,
+    /// The dedup hash's seed, random per paste so that no line can be crafted to
+    /// collide with another.
+    seed: Seed,
     /// Scratch space for dedup keys.
     key: Vec<u8>,
     total: usize,
     duplicates: usize,
     truncated: bool,
+}
+
+struct Seed(u64);
+
+impl Default for Seed {
+    fn default() -> Seed {
+        Seed(RandomState::new().hash_one(0u8))
+    }
 }
 
 impl Builder {
@@ -158,7 +168,8 @@ impl Builder {
             return;
         }
         dedup_key(&text, &mut self.key);
-        let hash = self.hasher.hash_one(&self.key);
+        // xxh3, not the standard library's SipHash: every byte of the paste is hashed.
+        let hash = xxhash_rust::xxh3::xxh3_64_with_seed(&self.key, self.seed.0);
         if !self.seen.insert(hash) {
             self.duplicates += 1;
             return;

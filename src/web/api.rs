@@ -249,18 +249,18 @@ pub async fn diagnose(
     let kb = served.index.kb();
     let matches = d
         .matches
-        .iter()
+        .into_iter()
         .filter_map(|m| {
             let e = kb.get(&m.slug)?;
             Some(DiagnoseMatch {
-                slug: m.slug.clone(),
                 title: e.title.clone(),
                 title_zh: e.title_zh.clone(),
                 url: state.entry_url(&e.slug),
                 summary: e.summary.clone(),
+                slug: m.slug,
                 score: m.score,
                 confidence: m.confidence,
-                evidence: m.evidence.clone(),
+                evidence: m.evidence,
             })
         })
         .collect();

@@ -323,7 +323,7 @@ pub fn clean(raw: &str) -> (Option<u32>, String) {
     } else {
         Cow::Borrowed(raw)
     };
-    if text.bytes().any(|b| b == b'\r' || b == 0) {
+    if memchr::memchr2(b'\r', 0, text.as_bytes()).is_some() {
         text.to_mut().retain(|c| c != '\r' && c != '\0');
     }
     let mut rank = None;

@@ -5,7 +5,7 @@
 use std::sync::LazyLock;
 
 use memchr::memmem;
-use regex::{Regex, RegexSet};
+use regex::Regex;
 use serde::Serialize;
 
 use super::paste::Paste;
@@ -119,27 +119,37 @@ static VERSIONS: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
         .collect()
 });
 
-/// Where each pattern is in `LINE_PATTERNS`.
-const FRAME_AT: usize = 0;
-const EXCEPTION_AT: usize = 1;
-const CPP_THROW_AT: usize = 2;
-const CODES_AT: usize = 3;
-const VERSIONS_AT: usize = 4;
+/// Which of the patterns found anywhere in a line (bits of a `Found` mask).
+const CPP_THROW_AT: u32 = 0;
+const CODES_AT: u32 = 1;
+const VERSIONS_AT: u32 = 2;
 
-/// Every pattern a line is read with, as one set: each line is scanned once to learn
-/// which of them match (most lines match none), and only those are run again for what
-/// they capture.
-static LINE_PATTERNS: LazyLock<RegexSet> = LazyLock::new(|| {
-    let patterns = [
-        FRAME_PATTERN,
-        EXCEPTION_PATTERN,
-        CPP_THROW_PATTERN,
-        CODES_PATTERN,
-    ]
-    .into_iter()
-    .chain(VERSION_PATTERNS.iter().map(|(p, _)| *p));
-    RegexSet::new(patterns).unwrap()
-});
+/// A bit per pattern of `CPP_THROW_AT`, `CODES_AT`, `VERSIONS_AT` and on.
+type Found = u16;
+const _: () = assert!(VERSIONS_AT as usize + VERSION_PATTERNS.len() <= Found::BITS as usize);
+
+/// Which lines the patterns that may match anywhere in a line match: each searched
+/// once over the whole paste, where its literal prefilter skips the lines without
+/// it (most lines match none), and only those lines run it again for what it
+/// captures. None of them can match a line break, so every match lies within one
+/// line. (The patterns anchored at a line's start are quick to try on every line.)
+fn found_on_lines(text: &str, starts: &[usize]) -> Vec<Found> {
+    let mut found = vec![0; starts.len()];
+    let patterns = [(&*CPP_THROW, CPP_THROW_AT), (&*CODES, CODES_AT)]
+        .into_iter()
+        .chain(
+            (VERSIONS_AT..)
+                .zip(VERSIONS.iter())
+                .map(|(at, (re, _))| (re, at)),
+        );
+    for (re, at) in patterns {
+        for m in re.find_iter(text) {
+            let line = starts.partition_point(|&s| s <= m.start()) - 1;
+            found[line] |= 1 << at;
+        }
+    }
+    found
+}
 
 /// The lines that start a traceback and torchrun's root-cause block, found by a
 /// vectorised substring search (they are looked for on every line).
@@ -148,7 +158,9 @@ static TRACEBACK_START: LazyLock<memmem::Finder<'static>> =
 static ROOT_CAUSE_START: LazyLock<memmem::Finder<'static>> =
     LazyLock::new(|| memmem::Finder::new("Root Cause (first observed failure)"));
 
-pub fn parse(paste: &Paste) -> Parsed {
+/// Reads `paste`, given as `Paste::joined` gives it too (`text`, `starts`).
+pub fn parse(paste: &Paste, text: &str, starts: &[usize]) -> Parsed {
+    let found_on = found_on_lines(text, starts);
     let mut parsed = Parsed::default();
     let mut frames: Vec<Frame> = Vec::new();
     let lines = &paste.lines;
@@ -156,10 +168,10 @@ pub fn parse(paste: &Paste) -> Parsed {
     while i < lines.len() {
         let line = &lines[i];
         let text = line.text.as_str();
-        let found = LINE_PATTERNS.matches(text);
+        let found = |at: u32| found_on[i] & (1 << at) != 0;
         if TRACEBACK_START.find(text.as_bytes()).is_some() {
             frames.clear();
-        } else if found.matched(FRAME_AT)
+        } else if FRAME.is_match(text)
             && let Some(caps) = FRAME.captures(text)
         {
             let path = &caps["path"];
@@ -168,7 +180,7 @@ pub fn parse(paste: &Paste) -> Parsed {
                 file,
                 function: caps["func"].to_string(),
             });
-        } else if found.matched(EXCEPTION_AT)
+        } else if EXCEPTION.is_match(text)
             && let Some(caps) = EXCEPTION.captures(text)
         {
             let kind = caps["kind"].to_string();
@@ -191,7 +203,7 @@ pub fn parse(paste: &Paste) -> Parsed {
                 push_exception(&mut parsed, &kind, &caps["qual"], message, i, line, &frames);
                 frames.clear();
             }
-        } else if found.matched(CPP_THROW_AT)
+        } else if found(CPP_THROW_AT)
             && let Some(caps) = CPP_THROW.captures(text)
         {
             let kind = caps["kind"].to_string();
@@ -204,13 +216,13 @@ pub fn parse(paste: &Paste) -> Parsed {
         } else if ROOT_CAUSE_START.find(text.as_bytes()).is_some() {
             parsed.first_failure = Some(root_cause_block(&lines[i + 1..]));
         }
-        if found.matched(CODES_AT) {
+        if found(CODES_AT) {
             for m in CODES.find_iter(text) {
                 push_unique(&mut parsed.error_codes, m.as_str().trim().to_string());
             }
         }
-        for (at, (re, name)) in VERSIONS.iter().enumerate() {
-            if !found.matched(VERSIONS_AT + at) {
+        for (at, (re, name)) in (VERSIONS_AT..).zip(VERSIONS.iter()) {
+            if !found(at) {
                 continue;
             }
             for caps in re.captures_iter(text) {
@@ -335,7 +347,9 @@ mod tests {
     use super::*;
 
     fn parsed(text: &str) -> Parsed {
-        parse(&Paste::from_text(text))
+        let paste = Paste::from_text(text);
+        let (text, starts) = paste.joined();
+        parse(&paste, &text, &starts)
     }
 
     #[test]
@@ -445,5 +459,67 @@ Root Cause (first observed failure):
     fn warnings_are_not_exceptions() {
         let p = parsed("UserWarning: something deprecated\nRuntimeError: real");
         assert_eq!(p.exceptions.len(), 1);
+    }
+
+    mod found {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Lines built from pieces that each pattern matches, pieces that nearly match,
+        /// and filler, so that patterns meet line ends, repeats and each other.
+        fn log_lines() -> impl Strategy<Value = Vec<String>> {
+            let piece = prop::sample::select(vec![
+                "torch 2.1.0",
+                "torch==2.3",
+                "PyTorch version: 2.4.1",
+                "CUDA 12.1",
+                "CUDA Version: 12.4",
+                "+cu118",
+                "+cu1",
+                "python3.10",
+                "NCCL version 2.18.1",
+                "deepspeed==0.14.0",
+                "accelerate 0.30.1",
+                "ncclInvalidUsage",
+                "nccl",
+                "cudaErrorLaunchFailure",
+                "CUDA error: out of memory",
+                "CUBLAS_STATUS_ALLOC_FAILED",
+                "terminate called after throwing an instance of 'c10::Error'",
+                "terminate called after throwing an instance of",
+                "'std::bad_alloc'",
+                "rank",
+                "x",
+                "_",
+                "3",
+                " ",
+                ": ",
+                "/usr/lib/",
+            ]);
+            let line = prop::collection::vec(piece, 1..6).prop_map(|p| p.concat());
+            prop::collection::vec(line, 1..8)
+        }
+
+        proptest! {
+            #[test]
+            fn one_search_of_the_paste_flags_the_lines_each_pattern_matches(lines in log_lines()) {
+                let mut text = String::new();
+                let mut starts = Vec::new();
+                for line in &lines {
+                    starts.push(text.len());
+                    text.push_str(line);
+                    text.push('\n');
+                }
+                let found = found_on_lines(&text, &starts);
+                let patterns = [(&*CPP_THROW, CPP_THROW_AT), (&*CODES, CODES_AT)]
+                    .into_iter()
+                    .chain((VERSIONS_AT..).zip(VERSIONS.iter()).map(|(at, (re, _))| (re, at)));
+                for (re, at) in patterns {
+                    for (line, flags) in lines.iter().zip(&found) {
+                        prop_assert_eq!(flags & (1 << at) != 0, re.is_match(line), "{} on {:?}", re.as_str(), line);
+                    }
+                }
+            }
+        }
     }
 }

@@ -158,8 +158,8 @@ pub(super) fn diagnose(
     limit: usize,
 ) -> Result<Diagnosis, SearchError> {
     let kb = index.kb();
-    let parsed = parse(paste);
     let (text, starts) = paste.joined();
+    let parsed = parse(paste, &text, &starts);
     let line_of = |offset: usize| starts.partition_point(|&s| s <= offset).saturating_sub(1);
     let root_lines = root_line_range(&parsed);
 

@@ -15,7 +15,6 @@
 use std::collections::{BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
-use rustc_hash::FxHashSet;
 use tantivy::collector::TopDocs;
 use tantivy::postings::Postings;
 use tantivy::query::{
@@ -270,14 +269,27 @@ impl<'a> QueryPlan<'a> {
 
 /// Where each distinct term is first in `terms`, in the terms' order.
 fn distinct(terms: &Terms) -> Vec<usize> {
-    // Repeats dropped first (a query repeats many of its words), then the rest sorted.
-    let mut seen: FxHashSet<&str> = FxHashSet::default();
-    let mut firsts: Vec<(&str, usize)> = (0..terms.len())
-        .map(|at| (terms.get(at), at))
-        .filter(|(term, _)| seen.insert(term))
+    // Sorted with each term's first eight bytes as an integer ahead of it, so most
+    // comparisons are of integers: only repeats and terms sharing those bytes compare
+    // as strings. Of a repeated term, the first is sorted first and kept.
+    let mut order: Vec<(u64, &str, usize)> = (0..terms.len())
+        .map(|at| {
+            let term = terms.get(at);
+            (leading_bytes(term), term, at)
+        })
         .collect();
-    firsts.sort_unstable();
-    firsts.into_iter().map(|(_, at)| at).collect()
+    order.sort_unstable();
+    order.dedup_by(|later, kept| later.1 == kept.1);
+    order.into_iter().map(|(_, _, at)| at).collect()
+}
+
+/// The first eight bytes of `term` as a big-endian integer (zeros past its end): one
+/// term's is smaller than another's only if the term sorts first.
+fn leading_bytes(term: &str) -> u64 {
+    let mut bytes = [0u8; 8];
+    let n = term.len().min(8);
+    bytes[..n].copy_from_slice(&term.as_bytes()[..n]);
+    u64::from_be_bytes(bytes)
 }
 
 /// One document's share of one term's score.
@@ -787,6 +799,24 @@ mod tests {
         assert_eq!(terms.iter().nth(3), Some((3, "nccl")));
         assert_eq!(distinct(&terms), [5, 3, 0, 1]);
         assert!(distinct(&Terms::default()).is_empty());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn distinct_terms_are_the_first_of_each_in_string_order(
+            list in proptest::collection::vec("[ab\\x00é]{0,10}", 0..40)
+        ) {
+            let mut terms = Terms::default();
+            for (p, t) in list.iter().enumerate() {
+                terms.push(p, t);
+            }
+            let mut first: std::collections::BTreeMap<&str, usize> = Default::default();
+            for (at, t) in list.iter().enumerate() {
+                first.entry(t.as_str()).or_insert(at);
+            }
+            let expected: Vec<usize> = first.into_values().collect();
+            proptest::prop_assert_eq!(distinct(&terms), expected);
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! milliseconds while the scoring itself costs microseconds. The cached impacts make
 //! that setup a hash lookup per term, and the scores come out the same.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
@@ -613,7 +614,8 @@ pub fn top(scores: &[f32], limit: usize) -> Vec<(u32, f32)> {
     if limit == 0 {
         return Vec::new();
     }
-    let mut kept: BinaryHeap<Worse> = BinaryHeap::with_capacity(limit.min(scores.len()) + 1);
+    // Worst kept on top of the heap.
+    let mut kept: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(limit.min(scores.len()) + 1);
     // The score to beat once `limit` are kept; ordinals come in ascending order, so a
     // later tie with the worst kept is worse than it.
     let mut bar = 0.0f32;
@@ -630,43 +632,37 @@ pub fn top(scores: &[f32], limit: usize) -> Vec<(u32, f32)> {
             if score.partial_cmp(&bar) != Some(std::cmp::Ordering::Greater) {
                 continue;
             }
-            kept.push(Worse(score, (chunk_index * CHUNK + i) as u32));
-            if kept.len() > limit {
-                kept.pop();
+            let key = Reverse(rank_key(score, (chunk_index * CHUNK + i) as u32));
+            if kept.len() < limit {
+                kept.push(key);
+            } else if let Some(mut worst) = kept.peek_mut() {
+                // Above the bar, so better than the worst kept, which it replaces.
+                *worst = key;
             }
             if kept.len() == limit {
-                bar = kept.peek().map_or(bar, |w| w.0);
+                bar = kept
+                    .peek()
+                    .map_or(bar, |worst| f32::from_bits((worst.0 >> 32) as u32));
             }
         }
     }
-    // Ascending by `Worse` is best first.
+    // Ascending by `Reverse` is best first.
     kept.into_sorted_vec()
         .into_iter()
-        .map(|Worse(s, o)| (o, s))
+        .map(|Reverse(key)| (u32::MAX - key as u32, f32::from_bits((key >> 32) as u32)))
         .collect()
+}
+
+/// A positive score and its ordinal as one integer that is greater for the better of
+/// two: the higher score, or of equal scores the lower ordinal. (A positive float's
+/// bits, read as an integer, order as the float does.)
+fn rank_key(score: f32, ordinal: u32) -> u64 {
+    debug_assert!(score > 0.0);
+    (u64::from(score.to_bits()) << 32) | u64::from(u32::MAX - ordinal)
 }
 
 /// Scores `top` rules out at once when none is above the bar.
 const CHUNK: usize = 64;
-
-/// A scored ordinal, ordered so that the worse one is the greater: lower score, or the
-/// same score and a higher ordinal. A `BinaryHeap` of them has the worst on top.
-#[derive(PartialEq)]
-struct Worse(f32, u32);
-
-impl Eq for Worse {}
-
-impl Ord for Worse {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other.0.total_cmp(&self.0).then(self.1.cmp(&other.1))
-    }
-}
-
-impl PartialOrd for Worse {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -276,12 +276,8 @@ pub(super) fn diagnose(
     let mut matches = Vec::new();
     // Analysed only if some match has no signature to show.
     let evidence_lines = OnceCell::new();
-    let evidence_lines = || {
-        evidence_lines.get_or_init(|| {
-            lines.learn_from(index, &query, &analysed);
-            EvidenceLines::new(index, &lines)
-        })
-    };
+    let evidence_lines =
+        || evidence_lines.get_or_init(|| EvidenceLines::new(index, &lines, &query, &analysed));
     if verdict == Verdict::Matched {
         let second = scored
             .get(1)
@@ -459,21 +455,6 @@ impl<'a> LineWords<'a> {
         }
     }
 
-    /// Takes the analysed words of the lines the query holds from the query's analysis,
-    /// which has them already.
-    fn learn_from(&self, index: &SearchIndex, query: &TextQuery, analysed: &Analysed) {
-        for (line, range) in &query.lines {
-            if let Some(words) = analysed.words_in(range.clone()) {
-                debug_assert_eq!(
-                    words,
-                    index.words(self.query_words(*line)),
-                    "the query's words of line {line}",
-                );
-                let _ = self.analysed[*line].set(words);
-            }
-        }
-    }
-
     fn analysed(&self, index: &SearchIndex, line: usize) -> &[String] {
         self.analysed[line].get_or_init(|| index.words(self.query_words(line)))
     }
@@ -492,26 +473,53 @@ impl<'a> LineWords<'a> {
 /// each word: every match without a signature looks for its terms on every line, and
 /// comparing hashes first spares comparing strings that differ.
 struct EvidenceLines<'a> {
-    /// (index into `Paste::lines`, its words, the range of their hashes in `hashes`).
-    lines: Vec<(usize, &'a [String], std::ops::Range<usize>)>,
+    /// (index into `Paste::lines`, the range of its words in `words` and `hashes`).
+    lines: Vec<(usize, std::ops::Range<usize>)>,
+    words: Vec<&'a str>,
     hashes: Vec<u64>,
 }
 
 impl<'a> EvidenceLines<'a> {
-    fn new(index: &SearchIndex, lines: &'a LineWords) -> EvidenceLines<'a> {
+    /// A line the query holds takes its words from the query's analysis, which has
+    /// them already; the others are analysed (once: `LineWords`).
+    fn new(
+        index: &SearchIndex,
+        lines: &'a LineWords,
+        query: &TextQuery,
+        analysed: &'a Analysed,
+    ) -> EvidenceLines<'a> {
+        let mut in_query = vec![None; lines.paste.lines.len()];
+        for (line, range) in &query.lines {
+            in_query[*line] = Some(range.clone());
+        }
         let short = lines.paste.lines.len() <= SHORT_PASTE_LINES;
         let mut out = EvidenceLines {
             lines: Vec::new(),
+            words: Vec::new(),
             hashes: Vec::new(),
         };
         for i in (0..lines.paste.lines.len())
             .filter(|&i| short || lines.errorish(i))
             .take(EVIDENCE_LINES)
         {
-            let words = lines.analysed(index, i);
-            let start = out.hashes.len();
-            out.hashes.extend(words.iter().map(|w| word_hash(w)));
-            out.lines.push((i, words, start..out.hashes.len()));
+            let start = out.words.len();
+            match in_query[i]
+                .clone()
+                .and_then(|range| analysed.words_in(range))
+            {
+                Some(words) => out.words.extend(words),
+                None => out
+                    .words
+                    .extend(lines.analysed(index, i).iter().map(String::as_str)),
+            }
+            debug_assert_eq!(
+                out.words[start..],
+                index.words(lines.query_words(i)),
+                "the words of line {i}",
+            );
+            out.hashes
+                .extend(out.words[start..].iter().map(|w| word_hash(w)));
+            out.lines.push((i, start..out.words.len()));
         }
         out
     }
@@ -522,8 +530,9 @@ impl<'a> EvidenceLines<'a> {
         &self,
         terms: &'t [(&'t str, u64)],
     ) -> impl Iterator<Item = (usize, Vec<&'t str>)> + use<'_, 't> {
-        self.lines.iter().map(move |(i, words, range)| {
+        self.lines.iter().map(move |(i, range)| {
             let hashes = &self.hashes[range.clone()];
+            let words = &self.words[range.clone()];
             let shared = terms
                 .iter()
                 .filter(|(term, hash)| {

@@ -171,18 +171,17 @@ impl Analysed {
     /// The words of the piece `range` of the text, as analysing the piece alone gives
     /// them, for a piece between line breaks (no word spans one). `None` when the text
     /// was cut at `MAX_QUERY_TERMS` words before the end of the piece.
-    pub fn words_in(&self, range: std::ops::Range<usize>) -> Option<Vec<String>> {
+    pub fn words_in(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> Option<impl Iterator<Item = &str> + '_> {
         let cut = self.words.len() >= MAX_QUERY_TERMS;
         if cut && self.word_starts.last().is_none_or(|&last| last < range.end) {
             return None;
         }
         let first = self.word_starts.partition_point(|&s| s < range.start);
         let end = self.word_starts.partition_point(|&s| s < range.end);
-        Some(
-            (first..end)
-                .map(|i| self.words.get(i).to_string())
-                .collect(),
-        )
+        Some((first..end).map(|i| self.words.get(i)))
     }
 
     /// Each word once, in order.

@@ -80,11 +80,6 @@ impl Parsed {
     }
 }
 
-const EXCEPTION_PATTERN: &str = r"^\s*(?P<qual>(?:[A-Za-z_][\w]*\.)*(?P<kind>[A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt|Failure)|KeyboardInterrupt|SystemExit|StopIteration))(?::\s?(?P<msg>.*))?$";
-const CPP_THROW_PATTERN: &str =
-    r"terminate called after throwing an instance of '(?:[\w:]+::)?(?P<kind>\w+)'";
-const FRAME_PATTERN: &str = r#"^\s*File "(?P<path>[^"]+)", line \d+, in (?P<func>[\w<>.]+)"#;
-const CODES_PATTERN: &str = r"\b(?:nccl[A-Z][A-Za-z]+|cudaError\w+|CUDA error: [a-z][a-z -]+[a-z]|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+)";
 /// (pattern capturing the version, what it is the version of).
 const VERSION_PATTERNS: [(&str, &str); 8] = [
     (r"NCCL version (\d+\.\d+\.\d+)", "NCCL"),
@@ -103,15 +98,27 @@ const VERSION_PATTERNS: [(&str, &str); 8] = [
     (r"\baccelerate(?:==| |-)v?(\d+\.\d+\.\d+)", "Accelerate"),
 ];
 
-static EXCEPTION: LazyLock<Regex> = LazyLock::new(|| Regex::new(EXCEPTION_PATTERN).unwrap());
-static CPP_THROW: LazyLock<Regex> = LazyLock::new(|| Regex::new(CPP_THROW_PATTERN).unwrap());
+static EXCEPTION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"^\s*(?P<qual>(?:[A-Za-z_][\w]*\.)*(?P<kind>[A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt|Failure)|KeyboardInterrupt|SystemExit|StopIteration))(?::\s?(?P<msg>.*))?$",
+    )
+    .unwrap()
+});
+static CPP_THROW: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"terminate called after throwing an instance of '(?:[\w:]+::)?(?P<kind>\w+)'")
+        .unwrap()
+});
 static CPP_WHAT: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\s*what\(\):\s*(?P<msg>.*)$").unwrap());
-static FRAME: LazyLock<Regex> = LazyLock::new(|| Regex::new(FRAME_PATTERN).unwrap());
+static FRAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"^\s*File "(?P<path>[^"]+)", line \d+, in (?P<func>[\w<>.]+)"#).unwrap()
+});
 static FIELD: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^\s*(?P<key>rank|host|exitcode|traceback)\s*:\s*(?P<value>.*)$").unwrap()
 });
-static CODES: LazyLock<Regex> = LazyLock::new(|| Regex::new(CODES_PATTERN).unwrap());
+static CODES: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b(?:nccl[A-Z][A-Za-z]+|cudaError\w+|CUDA error: [a-z][a-z -]+[a-z]|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+)").unwrap()
+});
 static VERSIONS: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
     VERSION_PATTERNS
         .into_iter()
@@ -135,20 +142,24 @@ const _: () = assert!(VERSIONS_AT as usize + VERSION_PATTERNS.len() <= Found::BI
 /// line. (The patterns anchored at a line's start are quick to try on every line.)
 fn found_on_lines(text: &str, starts: &[usize]) -> Vec<Found> {
     let mut found = vec![0; starts.len()];
-    let patterns = [(&*CPP_THROW, CPP_THROW_AT), (&*CODES, CODES_AT)]
-        .into_iter()
-        .chain(
-            (VERSIONS_AT..)
-                .zip(VERSIONS.iter())
-                .map(|(at, (re, _))| (re, at)),
-        );
-    for (re, at) in patterns {
+    for (re, at) in anywhere_patterns() {
         for m in re.find_iter(text) {
             let line = starts.partition_point(|&s| s <= m.start()) - 1;
             found[line] |= 1 << at;
         }
     }
     found
+}
+
+/// The patterns that may match anywhere in a line, each with its bit in `Found`.
+fn anywhere_patterns() -> impl Iterator<Item = (&'static Regex, u32)> {
+    [(&*CPP_THROW, CPP_THROW_AT), (&*CODES, CODES_AT)]
+        .into_iter()
+        .chain(
+            (VERSIONS_AT..)
+                .zip(VERSIONS.iter())
+                .map(|(at, (re, _))| (re, at)),
+        )
 }
 
 /// The lines that start a traceback and torchrun's root-cause block, found by a
@@ -511,10 +522,7 @@ Root Cause (first observed failure):
                     text.push('\n');
                 }
                 let found = found_on_lines(&text, &starts);
-                let patterns = [(&*CPP_THROW, CPP_THROW_AT), (&*CODES, CODES_AT)]
-                    .into_iter()
-                    .chain((VERSIONS_AT..).zip(VERSIONS.iter()).map(|(at, (re, _))| (re, at)));
-                for (re, at) in patterns {
+                for (re, at) in anywhere_patterns() {
                     for (line, flags) in lines.iter().zip(&found) {
                         prop_assert_eq!(flags & (1 << at) != 0, re.is_match(line), "{} on {:?}", re.as_str(), line);
                     }

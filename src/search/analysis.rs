@@ -827,15 +827,6 @@ pub fn gram_query_terms(text: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// Runs `analyzer` over `text`: (position, term) pairs.
-pub fn analyze(analyzer: &mut TextAnalyzer, text: &str) -> Vec<(usize, String)> {
-    let mut out = Vec::new();
-    analyze_first(analyzer, text, usize::MAX, |t| {
-        out.push((t.position, t.text.clone()))
-    });
-    out
-}
-
 /// Hands the first `most` tokens of `text` to `each`; the rest is not analysed.
 pub fn analyze_first(
     analyzer: &mut TextAnalyzer,
@@ -855,6 +846,15 @@ pub fn analyze_first(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs `analyzer` over `text`: (position, term) pairs.
+    fn analyze(analyzer: &mut TextAnalyzer, text: &str) -> Vec<(usize, String)> {
+        let mut out = Vec::new();
+        analyze_first(analyzer, text, usize::MAX, |t| {
+            out.push((t.position, t.text.clone()))
+        });
+        out
+    }
 
     fn terms(mut analyzer: TextAnalyzer, text: &str) -> Vec<String> {
         analyze(&mut analyzer, text)

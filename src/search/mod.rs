@@ -384,10 +384,11 @@ impl SearchIndex {
         let Some(mut analyzer) = self.index.tokenizers().get(analysis::WORDS) else {
             return Vec::new();
         };
-        analysis::analyze(&mut analyzer, text)
-            .into_iter()
-            .map(|(_, t)| t)
-            .collect()
+        let mut words = Vec::new();
+        analysis::analyze_first(&mut analyzer, text, usize::MAX, |t| {
+            words.push(t.text.clone())
+        });
+        words
     }
 
     /// The query's terms from every analyzer, weighed by how many entries hold them,

@@ -103,7 +103,7 @@ pub struct Analysed {
     idents: Terms,
     /// Chinese runs as grams (see `analysis::gram_query_terms`).
     pub grams: Vec<Vec<String>>,
-    /// Where in `words` each distinct word is first, in the words' order: a text is
+    /// Where in `words` each distinct word is first, sorted as strings: a text is
     /// planned against several indexes, and sorted once.
     distinct_words: Vec<usize>,
     /// The same for `idents`.
@@ -130,6 +130,10 @@ impl Terms {
 
     fn len(&self) -> usize {
         self.terms.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.terms.is_empty()
     }
 
     fn get(&self, i: usize) -> &str {
@@ -184,18 +188,18 @@ impl Analysed {
         Some((first..end).map(|i| self.words.get(i)))
     }
 
-    /// Each word once, in order.
+    /// Each word once, sorted as strings.
     pub fn distinct_words(&self) -> impl Iterator<Item = &str> {
         self.distinct_words.iter().map(|&i| self.words.get(i))
     }
 
-    /// Each identifier part once, in order.
+    /// Each identifier part once, sorted as strings.
     pub fn distinct_idents(&self) -> impl Iterator<Item = &str> {
         self.distinct_idents.iter().map(|&i| self.idents.get(i))
     }
 
     pub fn is_empty(&self) -> bool {
-        self.words.len() == 0 && self.idents.len() == 0 && self.grams.is_empty()
+        self.words.is_empty() && self.idents.is_empty() && self.grams.is_empty()
     }
 }
 
@@ -267,7 +271,7 @@ impl<'a> QueryPlan<'a> {
     }
 }
 
-/// Where each distinct term is first in `terms`, in the terms' order.
+/// Where each distinct term is first in `terms`, sorted as strings.
 fn distinct(terms: &Terms) -> Vec<usize> {
     // Sorted with each term's first eight bytes as an integer ahead of it, so most
     // comparisons are of integers: only repeats and terms sharing those bytes compare

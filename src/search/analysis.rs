@@ -494,13 +494,35 @@ impl<'a> Iterator for Runs<'a> {
     type Item = (RunKind, usize, &'a str);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let len = self.text.len();
+        let bytes = self.text.as_bytes();
+        let len = bytes.len();
         while self.at < len {
             let start = self.at;
-            let (kind, width) = self.kind_at(start);
-            self.at += width;
-            let Some(kind) = kind else { continue };
+            let kind = match bytes[start] {
+                b if b.is_ascii() => {
+                    self.at += 1;
+                    if !ASCII_WORD[b as usize] {
+                        continue;
+                    }
+                    RunKind::Word
+                }
+                _ => {
+                    let (kind, width) = self.kind_at(start);
+                    self.at += width;
+                    let Some(kind) = kind else { continue };
+                    kind
+                }
+            };
             while self.at < len {
+                // Most words are all ASCII: their bytes need no decoding.
+                if kind == RunKind::Word {
+                    while self.at < len && ASCII_WORD.get(bytes[self.at] as usize) == Some(&true) {
+                        self.at += 1;
+                    }
+                    if self.at == len || bytes[self.at].is_ascii() {
+                        break;
+                    }
+                }
                 let (next, width) = self.kind_at(self.at);
                 if next != Some(kind) {
                     break;
@@ -512,6 +534,17 @@ impl<'a> Iterator for Runs<'a> {
         None
     }
 }
+
+/// The ASCII bytes that are word characters (`RunKind::of` for ASCII, as a table).
+const ASCII_WORD: [bool; 128] = {
+    let mut table = [false; 128];
+    let mut b = 0;
+    while b < 128 {
+        table[b] = (b as u8).is_ascii_alphanumeric() || b as u8 == b'_';
+        b += 1;
+    }
+    table
+};
 
 /// The token a tokenizer streams, rewritten in place for each term (one allocation
 /// for the whole text instead of one per term).

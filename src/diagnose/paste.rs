@@ -31,8 +31,9 @@ pub struct Line {
     pub rank: Option<u32>,
     /// The line without prefixes and colours.
     pub text: String,
-    /// Length of the last raw line in characters, used to find terminal wrapping.
-    raw_chars: usize,
+    /// Whether the last raw line was at least a terminal's width (`WRAP_WIDTH`
+    /// characters): only such a line can have been wrapped.
+    wide: bool,
     /// Number of the last raw line glued into this one.
     last: usize,
 }
@@ -137,7 +138,8 @@ impl Builder {
             self.truncated = true;
             return;
         }
-        let raw_chars = raw.chars().count();
+        // Counting stops at the width: log lines are often far longer.
+        let wide = raw.len() >= WRAP_WIDTH && raw.chars().nth(WRAP_WIDTH - 1).is_some();
         let (rank, text) = clean(raw);
         if text.trim().is_empty() {
             return;
@@ -153,7 +155,7 @@ impl Builder {
             && is_wrapped(prev, &text)
         {
             prev.text.push_str(&text);
-            prev.raw_chars = raw_chars;
+            prev.wide = wide;
             prev.last = number;
             if self.tail.is_empty() {
                 self.head_bytes += text.len();
@@ -178,7 +180,7 @@ impl Builder {
             number,
             rank,
             text,
-            raw_chars,
+            wide,
             last: number,
         };
         if !full {
@@ -348,9 +350,12 @@ static RECORD_START: LazyLock<Regex> = LazyLock::new(|| {
     .unwrap()
 });
 
+/// The narrowest terminal whose wrapping is undone.
+const WRAP_WIDTH: usize = 80;
+
 /// Whether `next` is the rest of `prev`, cut by a terminal at a fixed width.
 fn is_wrapped(prev: &Line, next: &str) -> bool {
-    if prev.raw_chars < 80 || RECORD_START.is_match(next) {
+    if !prev.wide || RECORD_START.is_match(next) {
         return false;
     }
     let last = prev.text.chars().last().unwrap_or(' ');

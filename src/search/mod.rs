@@ -290,7 +290,7 @@ impl SearchIndex {
     pub fn query_terms<'a>(&self, text: &'a Analysed) -> Result<QueryTerms<'a>, SearchError> {
         let terms: Vec<&str> = text
             .distinct_words()
-            .filter(|t| t.chars().count() > 1 || t.chars().any(analysis::is_cjk))
+            .filter(|t| t.chars().nth(1).is_some() || t.chars().any(analysis::is_cjk))
             .collect();
         let n = self.scorer.num_docs() as f32;
         let mut weights = Vec::with_capacity(terms.len());

@@ -2,6 +2,7 @@
 //! full-text similarity of the paste's error messages, then the share of the paste's
 //! vocabulary an entry explains. Decides `no_match` from that evidence.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
@@ -436,13 +437,12 @@ struct TextQuery {
 }
 
 /// What the query and the evidence both read of each paste line, worked out when first
-/// asked and once: whether it looks like an error, its words without run-specific
-/// details, and those words analysed.
+/// asked and once: whether it looks like an error, and its words without run-specific
+/// details.
 struct LineWords<'a> {
     paste: &'a Paste,
     errorish: Vec<OnceCell<bool>>,
     query_words: Vec<OnceCell<String>>,
-    analysed: Vec<OnceCell<Vec<String>>>,
 }
 
 impl<'a> LineWords<'a> {
@@ -451,12 +451,7 @@ impl<'a> LineWords<'a> {
             paste,
             errorish: unknown(paste),
             query_words: unknown(paste),
-            analysed: unknown(paste),
         }
-    }
-
-    fn analysed(&self, index: &SearchIndex, line: usize) -> &[String] {
-        self.analysed[line].get_or_init(|| index.words(self.query_words(line)))
     }
 
     fn errorish(&self, line: usize) -> bool {
@@ -475,16 +470,18 @@ impl<'a> LineWords<'a> {
 struct EvidenceLines<'a> {
     /// (index into `Paste::lines`, the range of its words in `words` and `hashes`).
     lines: Vec<(usize, std::ops::Range<usize>)>,
-    words: Vec<&'a str>,
+    /// Borrowed from the query's analysis for the lines it holds, analysed here for
+    /// the others.
+    words: Vec<Cow<'a, str>>,
     hashes: Vec<u64>,
 }
 
 impl<'a> EvidenceLines<'a> {
     /// A line the query holds takes its words from the query's analysis, which has
-    /// them already; the others are analysed (once: `LineWords`).
+    /// them already; the others are analysed.
     fn new(
         index: &SearchIndex,
-        lines: &'a LineWords,
+        lines: &LineWords,
         query: &TextQuery,
         analysed: &'a Analysed,
     ) -> EvidenceLines<'a> {
@@ -507,10 +504,13 @@ impl<'a> EvidenceLines<'a> {
                 .clone()
                 .and_then(|range| analysed.words_in(range))
             {
-                Some(words) => out.words.extend(words),
-                None => out
-                    .words
-                    .extend(lines.analysed(index, i).iter().map(String::as_str)),
+                Some(words) => out.words.extend(words.map(Cow::Borrowed)),
+                None => out.words.extend(
+                    index
+                        .words(lines.query_words(i))
+                        .into_iter()
+                        .map(Cow::Owned),
+                ),
             }
             debug_assert_eq!(
                 out.words[start..],
@@ -539,7 +539,7 @@ impl<'a> EvidenceLines<'a> {
                     hashes
                         .iter()
                         .zip(words.iter())
-                        .any(|(h, w)| h == hash && w == term)
+                        .any(|(h, w)| h == hash && w.as_ref() == *term)
                 })
                 .map(|(term, _)| *term)
                 .collect();

@@ -454,7 +454,7 @@ impl RunKind {
     /// The kind of run `c` belongs to, if any (spaces and punctuation separate runs).
     fn of(c: char) -> Option<RunKind> {
         if c.is_ascii() {
-            (c.is_ascii_alphanumeric() || c == '_').then_some(RunKind::Word)
+            ASCII_WORD[c as usize].then_some(RunKind::Word)
         } else if is_cjk(c) {
             Some(RunKind::Cjk)
         } else {
@@ -535,7 +535,7 @@ impl<'a> Iterator for Runs<'a> {
     }
 }
 
-/// The ASCII bytes that are word characters (`RunKind::of` for ASCII, as a table).
+/// The ASCII bytes that are word characters: letters, digits and `_`.
 const ASCII_WORD: [bool; 128] = {
     let mut table = [false; 128];
     let mut b = 0;

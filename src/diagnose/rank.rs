@@ -4,8 +4,8 @@
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
-use std::collections::BTreeMap;
 
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::normalize::query_words;
@@ -164,7 +164,8 @@ pub(super) fn diagnose(
     let line_of = |offset: usize| starts.partition_point(|&s| s <= offset).saturating_sub(1);
     let root_lines = root_line_range(&parsed);
 
-    let mut candidates: BTreeMap<usize, Candidate> = BTreeMap::new();
+    // By entry; the order of iteration does not matter (scores break ties by entry).
+    let mut candidates: FxHashMap<usize, Candidate> = FxHashMap::default();
     for m in kb.signatures().matches(&text) {
         let c = candidates.entry(m.entry).or_default();
         let line = line_of(m.start);
@@ -175,7 +176,7 @@ pub(super) fn diagnose(
             line,
             span: (m.start - line_start, m.end.min(line_end) - line_start),
         };
-        if kb.entries()[m.entry].signatures[m.signature].weak {
+        if m.weak {
             c.weak.push(fired);
         } else {
             c.strong.push(fired);

@@ -38,6 +38,8 @@ pub struct SignatureMatch {
     pub entry: usize,
     /// Index of the signature within that entry.
     pub signature: usize,
+    /// The signature is weak (see `Signature::weak`): the caller need not look it up.
+    pub weak: bool,
     /// Byte range of the first occurrence.
     pub start: usize,
     pub end: usize,
@@ -47,8 +49,8 @@ pub struct SignatureMatch {
 /// a pattern whose case matters counts only if the bytes are as written.
 #[derive(Debug, Clone, Copy)]
 enum Pattern {
-    /// A literal signature: (entry, signature). Case matters.
-    Literal(usize, usize),
+    /// A literal signature: (entry, signature, weak). Case matters.
+    Literal(usize, usize, bool),
     /// A literal the regex at this index cannot match without.
     Prefilter { regex: usize, exact: bool },
     /// A character that Unicode case folding maps to an ASCII letter (the Kelvin sign,
@@ -209,6 +211,7 @@ struct RegexSignature {
     regex: LazyRegex,
     entry: usize,
     signature: usize,
+    weak: bool,
     /// It matches no line break, so every match lies within one line.
     line_local: bool,
     /// It has no usable literal: it runs on every text.
@@ -243,7 +246,7 @@ impl SignatureSet {
                 match &sig.kind {
                     SignatureKind::Literal(text) => {
                         needles.push(text.as_bytes().to_vec());
-                        patterns.push(Pattern::Literal(e, s));
+                        patterns.push(Pattern::Literal(e, s, sig.weak));
                     }
                     SignatureKind::Regex(re) => {
                         let id = regexes.len();
@@ -263,6 +266,7 @@ impl SignatureSet {
                             regex: re.clone(),
                             entry: e,
                             signature: s,
+                            weak: sig.weak,
                             line_local: hir.as_ref().is_some_and(|h| !holds_line_break(h)),
                             unfiltered: prefilter.is_none(),
                             ignore_case,
@@ -364,13 +368,14 @@ impl SignatureSet {
                     };
                     for &id in ids {
                         match self.patterns[id] {
-                            Pattern::Literal(entry, signature) => {
+                            Pattern::Literal(entry, signature, weak) => {
                                 if !literal_seen.contains(&id) && as_written() {
                                     literal_seen.insert(id);
                                     *fired.entry(g).or_default() += 1;
                                     found.push(SignatureMatch {
                                         entry,
                                         signature,
+                                        weak,
                                         start: m.start(),
                                         end: m.start() + needle.len(),
                                     });
@@ -420,6 +425,7 @@ impl SignatureSet {
                 found.push(SignatureMatch {
                     entry: r.entry,
                     signature: r.signature,
+                    weak: r.weak,
                     start,
                     end,
                 });

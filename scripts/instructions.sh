@@ -4,17 +4,17 @@
 #
 #   scripts/instructions.sh [PASTE] [KB]
 #
-# Runs examples/diagnose-loop.rs with 20 and with 120 rounds; the difference over 100
-# leaves out loading and indexing.
+# Runs examples/diagnose-loop.rs under callgrind, collecting inside its rounds only
+# (the function `one_round`, found by name: the build keeps symbols, in the
+# `profiling` profile, whose first build takes several minutes). Loading and indexing
+# are left out: they run threads whose interleaving changes their count by millions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt install valgrind)" >&2; exit 1; }
-cargo build --release --example diagnose-loop >&2
-count() {
-    valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
-        ./target/release/examples/diagnose-loop "$1" "${@:2}" 2>&1 |
-        awk '/I *refs:/ { gsub(",", "", $NF); print $NF }'
-}
-low=$(count 20 "$@")
-high=$(count 120 "$@")
-echo "instructions per new diagnosis: $(((high - low) / 100))"
+cargo build --profile profiling --example diagnose-loop >&2
+rounds=100
+total=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null --collect-atstart=no \
+        --toggle-collect='diagnose_loop::one_round' \
+        ./target/profiling/examples/diagnose-loop "$rounds" "$@" 2>&1 |
+        awk '/Collected :/ { print $NF }')
+echo "instructions per new diagnosis: $((total / rounds))"

@@ -16,6 +16,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
 use tantivy::collector::TopDocs;
 use tantivy::postings::Postings;
 use tantivy::query::{
@@ -273,17 +274,19 @@ impl<'a> QueryPlan<'a> {
 
 /// Where each distinct term is first in `terms`, sorted as strings.
 fn distinct(terms: &Terms) -> Vec<usize> {
-    // Sorted with each term's first eight bytes as an integer ahead of it, so most
-    // comparisons are of integers: only repeats and terms sharing those bytes compare
-    // as strings. Of a repeated term, the first is sorted first and kept.
-    let mut order: Vec<(u64, &str, usize)> = (0..terms.len())
-        .map(|at| {
-            let term = terms.get(at);
-            (leading_bytes(term), term, at)
-        })
+    // A long text repeats its words: each is kept once (its first place) by hashing,
+    // then only the distinct ones are sorted, with each term's first eight bytes as an
+    // integer ahead of it so that most comparisons are of integers.
+    let mut first: FxHashMap<&str, usize> = FxHashMap::default();
+    first.reserve(terms.len());
+    for at in 0..terms.len() {
+        first.entry(terms.get(at)).or_insert(at);
+    }
+    let mut order: Vec<(u64, &str, usize)> = first
+        .into_iter()
+        .map(|(term, at)| (leading_bytes(term), term, at))
         .collect();
     order.sort_unstable();
-    order.dedup_by(|later, kept| later.1 == kept.1);
     order.into_iter().map(|(_, _, at)| at).collect()
 }
 

@@ -606,3 +606,21 @@ async fn raw_html_in_an_entry_is_sanitised_on_its_page_and_in_the_api() {
         }
     }
 }
+
+#[tokio::test]
+async fn version_strings_in_other_scripts_digits_are_diagnosed_not_crashed_on() {
+    // `+cu` and three Devanagari digits (three bytes each) once made version reading
+    // cut a character in half.
+    let text = "torch 2.1.0+cu११८ NCCL version ٢.١٨.١\nRuntimeError: CUDA error: out of memory";
+    let reply = send(
+        Request::post("/api/v1/diagnose")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(serde_json::json!({ "text": text }).to_string()))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let versions = &reply.json()["parsed"]["versions"];
+    assert_eq!(versions[0], "NCCL ٢.١٨.١", "{}", reply.body);
+    assert_eq!(versions[1], "torch 2.1.0", "{}", reply.body);
+}

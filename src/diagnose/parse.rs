@@ -92,7 +92,9 @@ const VERSION_PATTERNS: [(&str, &str); 8] = [
         "torch",
     ),
     (r"\bCUDA (?:[Vv]ersion:? ?)?(\d+\.\d+)\b", "CUDA"),
-    (r"\+cu(\d{3})\b", "CUDA build cu"),
+    // ASCII digits: the version is cut after the second (a digit of another script
+    // could be three bytes long).
+    (r"\+cu([0-9]{3})\b", "CUDA build cu"),
     (r"python(3\.\d+)", "Python"),
     (r"\bdeepspeed(?:==| |-)v?(\d+\.\d+\.\d+)", "DeepSpeed"),
     (r"\baccelerate(?:==| |-)v?(\d+\.\d+\.\d+)", "Accelerate"),
@@ -233,12 +235,12 @@ pub fn parse(paste: &Paste, text: &str, starts: &[usize]) -> Parsed {
             if !found(at) {
                 continue;
             }
-            for caps in re.captures_iter(text) {
+            for m in re.find_iter(text) {
+                let digits = version_number(m.as_str());
                 let version = if *name == "CUDA build cu" {
-                    let digits = &caps[1];
                     format!("CUDA {}.{}", &digits[..2], &digits[2..])
                 } else {
-                    format!("{name} {}", &caps[1])
+                    format!("{name} {digits}")
                 };
                 push_unique(&mut parsed.versions, version);
             }
@@ -279,6 +281,19 @@ fn ascii_frame(text: &str) -> Option<(&str, &str)> {
         .take_while(|&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'<' | b'>' | b'.'))
         .count();
     (func_len > 0).then(|| (path, &rest[..func_len]))
+}
+
+/// The version in a match of one of `VERSION_PATTERNS`: what the pattern captures. Each
+/// ends with its group, digits and dots, after a character that is neither, so the
+/// group is the match's longest such tail; finding it so saves running the regex
+/// again for its captures.
+fn version_number(found: &str) -> &str {
+    let start = found
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !(c.is_numeric() || c == '.'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    &found[start..]
 }
 
 fn push_unique(list: &mut Vec<String>, item: String) {
@@ -495,6 +510,14 @@ Root Cause (first observed failure):
     }
 
     #[test]
+    fn versions_in_other_scripts_digits_are_read_without_panicking() {
+        let p = parsed("torch 2.1.0+cu११८ NCCL version ٢.١٨.١\nRuntimeError: x");
+        assert_eq!(p.versions, ["NCCL ٢.١٨.١", "torch 2.1.0"]);
+        let p = parsed("torch 2.1.0+cu118 python3.10");
+        assert_eq!(p.versions, ["torch 2.1.0", "CUDA 11.8", "Python 3.10"]);
+    }
+
+    #[test]
     fn warnings_are_not_exceptions() {
         let p = parsed("UserWarning: something deprecated\nRuntimeError: real");
         assert_eq!(p.exceptions.len(), 1);
@@ -590,6 +613,17 @@ Root Cause (first observed failure):
         }
 
         proptest! {
+            #[test]
+            fn a_versions_tail_is_what_its_pattern_captures(lines in log_lines()) {
+                for line in &lines {
+                    for (re, _) in VERSIONS.iter() {
+                        for caps in re.captures_iter(line) {
+                            prop_assert_eq!(version_number(&caps[0]), &caps[1], "{} on {:?}", re.as_str(), line);
+                        }
+                    }
+                }
+            }
+
             #[test]
             fn one_search_of_the_paste_flags_the_lines_each_pattern_matches(lines in log_lines()) {
                 let mut text = String::new();

@@ -283,6 +283,30 @@ fn ascii_frame(text: &str) -> Option<(&str, &str)> {
     (func_len > 0).then(|| (path, &rest[..func_len]))
 }
 
+/// A field of torchrun's root-cause block: (key, value), as `FIELD` captures them.
+fn field(text: &str) -> Option<(&str, &str)> {
+    if text.is_ascii() {
+        return ascii_field(text);
+    }
+    let caps = FIELD.captures(text)?;
+    Some((caps.name("key")?.as_str(), caps.name("value")?.as_str()))
+}
+
+/// `FIELD` on ASCII text, by hand (capturing the value with the regex scanned the rest
+/// of the line once more): one of the keys, a colon between spaces, the rest.
+fn ascii_field(text: &str) -> Option<(&str, &str)> {
+    const SPACE: [char; 6] = ['\t', '\n', '\x0b', '\x0c', '\r', ' '];
+    let rest = text.trim_start_matches(SPACE);
+    let key = ["rank", "host", "exitcode", "traceback"]
+        .into_iter()
+        .find(|key| rest.starts_with(key))?;
+    let value = rest[key.len()..]
+        .trim_start_matches(SPACE)
+        .strip_prefix(':')?
+        .trim_start_matches(SPACE);
+    Some((key, value))
+}
+
 /// The version in a match of one of `VERSION_PATTERNS`: what the pattern captures. Each
 /// ends with its group, digits and dots, after a character that is neither, so the
 /// group is the match's longest such tail; finding it so saves running the regex
@@ -342,14 +366,14 @@ fn is_continuation(text: &str) -> bool {
 fn root_cause_block(lines: &[super::paste::Line]) -> RootCause {
     let mut root = RootCause::default();
     for line in lines.iter().take(12) {
-        let Some(caps) = FIELD.captures(&line.text) else {
+        let Some((key, value)) = field(&line.text) else {
             if line.text.starts_with("====") {
                 break;
             }
             continue;
         };
-        let value = caps["value"].trim();
-        match &caps["key"] {
+        let value = value.trim();
+        match key {
             "rank" => {
                 // "3 (local_rank: 3)"
                 let mut numbers = value
@@ -529,6 +553,35 @@ Root Cause (first observed failure):
         Some((caps.name("path")?.as_str(), caps.name("func")?.as_str()))
     }
 
+    /// `FIELD`'s captures, for comparing with `field`.
+    fn field_by_regex(text: &str) -> Option<(&str, &str)> {
+        let caps = FIELD.captures(text)?;
+        Some((caps.name("key")?.as_str(), caps.name("value")?.as_str()))
+    }
+
+    #[test]
+    fn root_cause_fields_give_their_key_and_value() {
+        for (line, expected) in [
+            (
+                "  rank      : 3 (local_rank: 3)",
+                Some(("rank", "3 (local_rank: 3)")),
+            ),
+            ("host: node-1\r", Some(("host", "node-1\r"))),
+            ("exitcode :", Some(("exitcode", ""))),
+            (
+                "traceback : To enable traceback see: https://x",
+                Some(("traceback", "To enable traceback see: https://x")),
+            ),
+            ("  rank      : ３", Some(("rank", "３"))),
+            ("ranks : 3", None),
+            ("time : 2024-01-01", None),
+            ("x rank : 3", None),
+        ] {
+            assert_eq!(field(line), expected, "{line:?}");
+            assert_eq!(field_by_regex(line), expected, "{line:?}");
+        }
+    }
+
     #[test]
     fn frame_lines_give_their_path_and_function() {
         for (line, expected) in [
@@ -568,6 +621,13 @@ Root Cause (first observed failure):
 
         proptest! {
             #![proptest_config(ProptestConfig::with_cases(2000))]
+
+            #[test]
+            fn ascii_root_cause_fields_read_as_the_regex_reads_them(
+                line in "[ \t\x0b]{0,2}(rank|host|exitcode|traceback|ranks|hos)?[ \t]{0,2}:?[ \t]{0,2}[a-z0-9 :()]{0,8}"
+            ) {
+                prop_assert_eq!(field(&line), field_by_regex(&line), "{:?}", line);
+            }
 
             #[test]
             fn ascii_frame_lines_read_as_the_regex_reads_them(

@@ -304,7 +304,8 @@ fn ascii_field(text: &str) -> Option<(&str, &str)> {
         .trim_start_matches(SPACE)
         .strip_prefix(':')?
         .trim_start_matches(SPACE);
-    Some((key, value))
+    // `.*$` stops at a line break, and `$` is the end of the text.
+    (!value.contains('\n')).then_some((key, value))
 }
 
 /// The version in a match of one of `VERSION_PATTERNS`: what the pattern captures. Each
@@ -576,6 +577,8 @@ Root Cause (first observed failure):
             ("ranks : 3", None),
             ("time : 2024-01-01", None),
             ("x rank : 3", None),
+            ("rank :\n 3", Some(("rank", "3"))),
+            ("rank : 3\nhost: a", None),
         ] {
             assert_eq!(field(line), expected, "{line:?}");
             assert_eq!(field_by_regex(line), expected, "{line:?}");
@@ -624,7 +627,7 @@ Root Cause (first observed failure):
 
             #[test]
             fn ascii_root_cause_fields_read_as_the_regex_reads_them(
-                line in "[ \t\x0b]{0,2}(rank|host|exitcode|traceback|ranks|hos)?[ \t]{0,2}:?[ \t]{0,2}[a-z0-9 :()]{0,8}"
+                line in "[ \t\x0b]{0,2}(rank|host|exitcode|traceback|ranks|hos)?[ \t\n]{0,2}:?[ \t\n]{0,2}[a-z0-9 :()\n]{0,8}"
             ) {
                 prop_assert_eq!(field(&line), field_by_regex(&line), "{:?}", line);
             }

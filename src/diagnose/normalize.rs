@@ -209,23 +209,18 @@ mod ascii {
 
     /// `(?:[\\/][\w.+@~-]+)+[\\/][\w.+-]+` at `i`: one or more segments, each as
     /// long as it goes (a segment cannot hold a separator), then a last one whose
-    /// characters are fewer. The last separator whose segment starts with one of those
-    /// begins the last part.
+    /// characters are fewer. The last separator past the first whose segment starts
+    /// with one of those begins the last part (the most segments before it).
     fn path(t: &[u8], i: usize) -> Option<usize> {
-        let mut starts = Vec::new();
+        let mut last_part = None;
         let mut at = i;
         while is(t, at, SEPARATOR) && is(t, at + 1, SEGMENT) {
-            starts.push(at);
+            if at > i && is(t, at + 1, LAST) {
+                last_part = Some(at + 1);
+            }
             at = run(t, at + 1, SEGMENT);
         }
-        // With the segments before it, as many as possible.
-        for &sep in starts.get(1..)?.iter().rev() {
-            let end = run(t, sep + 1, LAST);
-            if end > sep + 1 {
-                return Some(end);
-            }
-        }
-        None
+        last_part.map(|from| run(t, from, LAST))
     }
 
     /// `\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b` at `i`: four runs of one to three

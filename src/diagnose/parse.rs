@@ -252,22 +252,36 @@ pub fn parse(paste: &Paste, text: &str, starts: &[usize]) -> Parsed {
     parsed
 }
 
+/// `\s` in ASCII, vertical tab included.
+const ASCII_SPACE: [char; 6] = ['\t', '\n', '\x0b', '\x0c', '\r', ' '];
+
+/// What the groups `first` and `second` of `re` capture in `text`.
+fn two_groups<'t>(
+    re: &Regex,
+    text: &'t str,
+    first: &str,
+    second: &str,
+) -> Option<(&'t str, &'t str)> {
+    let caps = re.captures(text)?;
+    Some((caps.name(first)?.as_str(), caps.name(second)?.as_str()))
+}
+
 /// A Python traceback's frame line: (path, function), as `FRAME` captures them.
 fn frame(text: &str) -> Option<(&str, &str)> {
     if text.is_ascii() {
-        return ascii_frame(text);
+        ascii_frame(text)
+    } else {
+        two_groups(&FRAME, text, "path", "func")
     }
-    let caps = FRAME.captures(text)?;
-    Some((caps.name("path")?.as_str(), caps.name("func")?.as_str()))
 }
 
 /// `FRAME` on ASCII text, by hand: capturing with the regex was a tenth of parsing.
 /// Each part is a run that must end where the next literal begins (the path at the
 /// first quote, the line number at the comma), so no choice is ever taken back.
 fn ascii_frame(text: &str) -> Option<(&str, &str)> {
-    // `\s` in ASCII, vertical tab included.
-    let rest = text.trim_start_matches(['\t', '\n', '\x0b', '\x0c', '\r', ' ']);
-    let rest = rest.strip_prefix("File \"")?;
+    let rest = text
+        .trim_start_matches(ASCII_SPACE)
+        .strip_prefix("File \"")?;
     let path_len = rest.find('"').filter(|&n| n > 0)?;
     let (path, rest) = rest.split_at(path_len);
     let rest = rest.strip_prefix("\", line ")?;
@@ -286,24 +300,23 @@ fn ascii_frame(text: &str) -> Option<(&str, &str)> {
 /// A field of torchrun's root-cause block: (key, value), as `FIELD` captures them.
 fn field(text: &str) -> Option<(&str, &str)> {
     if text.is_ascii() {
-        return ascii_field(text);
+        ascii_field(text)
+    } else {
+        two_groups(&FIELD, text, "key", "value")
     }
-    let caps = FIELD.captures(text)?;
-    Some((caps.name("key")?.as_str(), caps.name("value")?.as_str()))
 }
 
 /// `FIELD` on ASCII text, by hand (capturing the value with the regex scanned the rest
 /// of the line once more): one of the keys, a colon between spaces, the rest.
 fn ascii_field(text: &str) -> Option<(&str, &str)> {
-    const SPACE: [char; 6] = ['\t', '\n', '\x0b', '\x0c', '\r', ' '];
-    let rest = text.trim_start_matches(SPACE);
+    let rest = text.trim_start_matches(ASCII_SPACE);
     let key = ["rank", "host", "exitcode", "traceback"]
         .into_iter()
         .find(|key| rest.starts_with(key))?;
     let value = rest[key.len()..]
-        .trim_start_matches(SPACE)
+        .trim_start_matches(ASCII_SPACE)
         .strip_prefix(':')?
-        .trim_start_matches(SPACE);
+        .trim_start_matches(ASCII_SPACE);
     // `.*$` stops at a line break, and `$` is the end of the text.
     (!value.contains('\n')).then_some((key, value))
 }
@@ -550,14 +563,12 @@ Root Cause (first observed failure):
 
     /// `FRAME`'s captures, for comparing with `frame`.
     fn frame_by_regex(text: &str) -> Option<(&str, &str)> {
-        let caps = FRAME.captures(text)?;
-        Some((caps.name("path")?.as_str(), caps.name("func")?.as_str()))
+        two_groups(&FRAME, text, "path", "func")
     }
 
     /// `FIELD`'s captures, for comparing with `field`.
     fn field_by_regex(text: &str) -> Option<(&str, &str)> {
-        let caps = FIELD.captures(text)?;
-        Some((caps.name("key")?.as_str(), caps.name("value")?.as_str()))
+        two_groups(&FIELD, text, "key", "value")
     }
 
     #[test]

@@ -4,6 +4,9 @@
 //!
 //!     cargo run --release --example scale-probe -- DIR [ROUNDS]
 //!
+//! With `PROBE_STORE=DIR` the indexes are kept in (and, on later runs, opened from)
+//! an index cache at DIR, as the server does.
+//!
 //! With `PROBE_GO=FILE` it waits after the build until FILE exists, so a profiler can
 //! attach to the queries alone (`perf record -p PID`).
 use std::path::Path;
@@ -12,7 +15,7 @@ use std::time::Instant;
 
 use errbook::diagnose::Diagnoser;
 use errbook::kb::Kb;
-use errbook::search::{SearchIndex, SearchQuery};
+use errbook::search::{IndexStore, SearchIndex, SearchQuery};
 
 /// The server's allocator, so that timings match it.
 #[global_allocator]
@@ -27,7 +30,8 @@ fn main() {
     let kb = Kb::load(Path::new(&args[1])).unwrap();
     eprintln!("load {:?}", t.elapsed());
     let t = Instant::now();
-    let index = Arc::new(SearchIndex::build(Arc::new(kb)).unwrap());
+    let store = std::env::var_os("PROBE_STORE").map(IndexStore::new);
+    let index = Arc::new(SearchIndex::build_in(Arc::new(kb), store.as_ref()).unwrap());
     eprintln!("build {:?}", t.elapsed());
     if let Ok(go) = std::env::var("PROBE_GO") {
         eprintln!("waiting for {go}");

@@ -10,6 +10,17 @@ wrk.headers["Content-Type"] = "application/json"
 
 local unique = os.getenv("UNIQUE") == "1"
 local body = wrk.body
+-- A number of this run of wrk, so that a run does not repeat the requests of the
+-- run before it (a warm-up), whose answers the server would still hold.
+local function run_token()
+  local f = io.open("/dev/urandom", "rb")
+  local bytes = f and f:read(4) or tostring(os.time())
+  if f then f:close() end
+  local n = 0
+  for k = 1, #bytes do n = n * 256 + bytes:byte(k) end
+  return tostring(n % 100000000)
+end
+local run = run_token()
 local i = 0
 local thread_id = 0
 setup = function(thread)
@@ -22,6 +33,6 @@ request = function()
   end
   i = i + 1
   -- The body ends with `"}`: add a line inside the JSON string.
-  local b = body:sub(1, -3) .. "\\nstep " .. thread_id .. "x" .. i .. " done\"}"
+  local b = body:sub(1, -3) .. "\\nstep " .. run .. "t" .. thread_id .. "x" .. i .. " done\"}"
   return wrk.format(nil, nil, nil, b)
 end

@@ -13,6 +13,17 @@ local entry = os.getenv("ENTRY") or "nccl-watchdog-timeout"
 local pages = { "/", "/entries/" .. entry, "/search?q=nccl+timeout", "/api/v1/entries/" .. entry }
 local json = { ["Content-Type"] = "application/json" }
 
+-- A number of this run of wrk, so that a run does not repeat the requests of the
+-- run before it (a warm-up), whose answers the server would still hold.
+local function run_token()
+  local f = io.open("/dev/urandom", "rb")
+  local bytes = f and f:read(4) or tostring(os.time())
+  if f then f:close() end
+  local n = 0
+  for k = 1, #bytes do n = n * 256 + bytes:byte(k) end
+  return tostring(n % 100000000)
+end
+local run = run_token()
 local i = 0
 local thread_id = 0
 setup = function(thread)
@@ -22,7 +33,7 @@ end
 request = function()
   i = i + 1
   local kind = i % 10
-  local tag = thread_id .. "x" .. i
+  local tag = run .. "t" .. thread_id .. "x" .. i
   if kind < 4 then
     local q = queries[(i % #queries) + 1]
     return wrk.format("GET", "/api/v1/search?q=" .. q .. "+n" .. tag)

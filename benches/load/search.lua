@@ -9,6 +9,17 @@ for line in io.lines(os.getenv("QUERIES") or "queries.enc") do
 end
 local unique = os.getenv("UNIQUE") == "1"
 local path = os.getenv("SEARCH_PATH") or "/api/v1/search?q="
+-- A number of this run of wrk, so that a run does not repeat the requests of the
+-- run before it (a warm-up), whose answers the server would still hold.
+local function run_token()
+  local f = io.open("/dev/urandom", "rb")
+  local bytes = f and f:read(4) or tostring(os.time())
+  if f then f:close() end
+  local n = 0
+  for k = 1, #bytes do n = n * 256 + bytes:byte(k) end
+  return tostring(n % 100000000)
+end
+local run = run_token()
 local i = 0
 local thread_id = 0
 setup = function(thread)
@@ -19,7 +30,7 @@ request = function()
   i = i + 1
   local q = queries[(i % #queries) + 1]
   if unique then
-    q = q .. "+n" .. thread_id .. "x" .. i
+    q = q .. "+n" .. run .. "t" .. thread_id .. "x" .. i
   end
   return wrk.format("GET", path .. q)
 end

@@ -51,10 +51,15 @@ fn main() {
         .collect();
     let paste = std::fs::read_to_string("tests/browser/nccl-watchdog-timeout.log").unwrap();
     let d = Diagnoser::new(index.clone());
+    // Like the load scripts' run token: each run's pastes and queries carry words no
+    // entry holds and no earlier run used.
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.as_nanos() % 100_000_000);
     for round in 0..rounds {
         let mut times = Vec::new();
         for (i, q) in queries.iter().enumerate() {
-            let q = format!("{q} n{round}x{i}");
+            let q = format!("{q} n{run}t{round}x{i}");
             let t = Instant::now();
             index.search(&SearchQuery::new(&q, None, 10)).unwrap();
             times.push((t.elapsed().as_secs_f64() * 1e3, q));
@@ -69,7 +74,7 @@ fn main() {
         let mut dt = Vec::new();
         let mut st = Vec::new();
         for i in 0..8 {
-            let text = format!("{paste}\nstep {round}x{i} done");
+            let text = format!("{paste}\nstep {run}t{round}x{i} done");
             let t = Instant::now();
             d.diagnose_text(&text, 5).unwrap();
             dt.push(t.elapsed().as_secs_f64() * 1e3);

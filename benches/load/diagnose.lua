@@ -22,7 +22,8 @@ local function run_token()
 end
 local run = run_token()
 local i = 0
-local thread_id = 0
+-- A global, not a local: `thread:set` in `setup` sets the global of each thread.
+thread_id = 0
 setup = function(thread)
   thread:set("thread_id", thread_id)
   thread_id = thread_id + 1

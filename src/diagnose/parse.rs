@@ -190,16 +190,9 @@ pub fn parse(paste: &Paste, text: &str, starts: &[usize]) -> Parsed {
                 file,
                 function: function.to_string(),
             });
-        } else if EXCEPTION.is_match(text)
-            && let Some(caps) = EXCEPTION.captures(text)
-        {
-            let kind = caps["kind"].to_string();
+        } else if let Some((qualified, kind, message)) = exception(text) {
             if !kind.ends_with("Warning") {
-                let mut message = caps
-                    .name("msg")
-                    .map_or("", |m| m.as_str())
-                    .trim()
-                    .to_string();
+                let mut message = message.unwrap_or("").trim().to_string();
                 // A message that continues on the next lines (state_dict key lists,
                 // multi-line NCCL errors) is part of the exception.
                 let mut j = i + 1;
@@ -210,7 +203,7 @@ pub fn parse(paste: &Paste, text: &str, starts: &[usize]) -> Parsed {
                     message.push_str(lines[j].text.trim());
                     j += 1;
                 }
-                push_exception(&mut parsed, &kind, &caps["qual"], message, i, line, &frames);
+                push_exception(&mut parsed, kind, qualified, message, i, line, &frames);
                 frames.clear();
             }
         } else if found(CPP_THROW_AT)
@@ -297,6 +290,70 @@ fn ascii_frame(text: &str) -> Option<(&str, &str)> {
     (func_len > 0).then(|| (path, &rest[..func_len]))
 }
 
+/// An exception line: (qualified name, kind, message if any), as `EXCEPTION`
+/// captures them.
+fn exception(text: &str) -> Option<(&str, &str, Option<&str>)> {
+    if text.is_ascii() {
+        ascii_exception(text)
+    } else {
+        let caps = EXCEPTION.captures(text)?;
+        Some((
+            caps.name("qual")?.as_str(),
+            caps.name("kind")?.as_str(),
+            caps.name("msg").map(|m| m.as_str()),
+        ))
+    }
+}
+
+/// `EXCEPTION` on ASCII text, by hand (the regex, tried on every line, was a quarter
+/// of parsing): dotted identifiers, the last of them a kind, then the end of the line
+/// or a colon, one optional space and the message. Identifiers cannot hold a dot, so
+/// the name splits one way only, and nothing is taken back.
+fn ascii_exception(text: &str) -> Option<(&str, &str, Option<&str>)> {
+    let rest = text.trim_start_matches(ASCII_SPACE);
+    let bytes = rest.as_bytes();
+    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut end = 0;
+    let kind_start = loop {
+        let start = end;
+        if !bytes
+            .get(start)
+            .is_some_and(|&b| b.is_ascii_alphabetic() || b == b'_')
+        {
+            return None;
+        }
+        end = start
+            + 1
+            + bytes[start + 1..]
+                .iter()
+                .take_while(|&&b| is_word(b))
+                .count();
+        if bytes.get(end) == Some(&b'.') {
+            end += 1;
+        } else {
+            break start;
+        }
+    };
+    let kind = &rest[kind_start..end];
+    let named = kind.as_bytes()[0].is_ascii_uppercase()
+        && ["Error", "Exception", "Exit", "Interrupt", "Failure"]
+            .iter()
+            .any(|suffix| kind.len() > suffix.len() && kind.ends_with(suffix));
+    if !named && !["KeyboardInterrupt", "SystemExit", "StopIteration"].contains(&kind) {
+        return None;
+    }
+    let after = &rest[end..];
+    if after.is_empty() {
+        return Some((&rest[..end], kind, None));
+    }
+    let message = after.strip_prefix(':')?;
+    let message = message
+        .strip_prefix(ASCII_SPACE.as_slice())
+        .unwrap_or(message);
+    // `.*$` stops at a line break, and `$` is the end of the text.
+    (!message.contains('\n')).then_some((&rest[..end], kind, Some(message)))
+}
+
 /// A field of torchrun's root-cause block: (key, value), as `FIELD` captures them.
 fn field(text: &str) -> Option<(&str, &str)> {
     if text.is_ascii() {
@@ -374,7 +431,7 @@ fn is_continuation(text: &str) -> bool {
     !trimmed.is_empty()
         && (text.starts_with('\t') || text.starts_with("    "))
         && !trimmed.starts_with("File \"")
-        && !EXCEPTION.is_match(text)
+        && exception(text).is_none()
 }
 
 fn root_cause_block(lines: &[super::paste::Line]) -> RootCause {
@@ -566,6 +623,71 @@ Root Cause (first observed failure):
         two_groups(&FRAME, text, "path", "func")
     }
 
+    /// `EXCEPTION`'s captures, for comparing with `exception`.
+    fn exception_by_regex(text: &str) -> Option<(&str, &str, Option<&str>)> {
+        let caps = EXCEPTION.captures(text)?;
+        Some((
+            caps.name("qual")?.as_str(),
+            caps.name("kind")?.as_str(),
+            caps.name("msg").map(|m| m.as_str()),
+        ))
+    }
+
+    #[test]
+    fn exception_lines_give_their_name_kind_and_message() {
+        for (line, expected) in [
+            (
+                "torch.distributed.DistBackendError: NCCL error in: x",
+                Some((
+                    "torch.distributed.DistBackendError",
+                    "DistBackendError",
+                    Some("NCCL error in: x"),
+                )),
+            ),
+            (
+                "  RuntimeError",
+                Some(("RuntimeError", "RuntimeError", None)),
+            ),
+            (
+                "ValueError:x",
+                Some(("ValueError", "ValueError", Some("x"))),
+            ),
+            (
+                "ValueError:  x",
+                Some(("ValueError", "ValueError", Some(" x"))),
+            ),
+            (
+                "ValueError:\nx",
+                Some(("ValueError", "ValueError", Some("x"))),
+            ),
+            (
+                "StopIteration",
+                Some(("StopIteration", "StopIteration", None)),
+            ),
+            (
+                "a.b_c.SystemExit: 1",
+                Some(("a.b_c.SystemExit", "SystemExit", Some("1"))),
+            ),
+            ("UserWarning: old", None),
+            ("Error: x", None),
+            ("valueError: x", None),
+            ("ValueError x", None),
+            ("ValueError: \nx", None),
+            ("ValueError\n", None),
+            ("a..ValueError", None),
+            ("a.ValueError.: x", None),
+            ("2.ValueError", None),
+            ("ValueErrors: x", None),
+            (
+                "ZeroDivisionError: 除零",
+                Some(("ZeroDivisionError", "ZeroDivisionError", Some("除零"))),
+            ),
+        ] {
+            assert_eq!(exception(line), expected, "{line:?}");
+            assert_eq!(exception_by_regex(line), expected, "{line:?}");
+        }
+    }
+
     /// `FIELD`'s captures, for comparing with `field`.
     fn field_by_regex(text: &str) -> Option<(&str, &str)> {
         two_groups(&FIELD, text, "key", "value")
@@ -641,6 +763,13 @@ Root Cause (first observed failure):
                 line in "[ \t\x0b]{0,2}(rank|host|exitcode|traceback|ranks|hos)?[ \t\n]{0,2}:?[ \t\n]{0,2}[a-z0-9 :()\n]{0,8}"
             ) {
                 prop_assert_eq!(field(&line), field_by_regex(&line), "{:?}", line);
+            }
+
+            #[test]
+            fn ascii_exception_lines_read_as_the_regex_reads_them(
+                line in "[ \t\x0b\n]{0,2}([a-zA-Z_0-9]{0,3}[.]{0,2}){0,3}(Value|X|x|_|Keyboard|System|Stop)?(Error|Exception|Exit|Interrupt|Failure|Iteration|Warning|rror)?[a-z0-9.]{0,2}(:[ \t\n\x0c]{0,2})?[a-z :\n]{0,6}"
+            ) {
+                prop_assert_eq!(exception(&line), exception_by_regex(&line), "{:?}", line);
             }
 
             #[test]

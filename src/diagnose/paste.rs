@@ -3,12 +3,13 @@
 //! lines (the same traceback from every rank) kept once. Bounded in memory, linear in size.
 
 use std::borrow::Cow;
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::hash::{BuildHasher, RandomState};
 use std::io::BufRead;
 use std::sync::LazyLock;
 
 use regex::Regex;
+use rustc_hash::FxHashSet;
 
 /// Most lines kept from the start of one paste; past this only error-looking lines
 /// are kept.
@@ -108,8 +109,9 @@ struct Builder {
     head_bytes: usize,
     tail_bytes: usize,
     /// Hashes of the dedup keys of the lines kept (64 bits: a collision between two
-    /// different lines of one paste is not a practical concern).
-    seen: HashSet<u64>,
+    /// different lines of one paste is not a practical concern). They are seeded
+    /// hashes already, so the set hashes them again with FxHash, one multiplication.
+    seen: FxHashSet<u64>,
     /// The dedup hash's seed, random per paste so that no line can be crafted to
     /// collide with another.
     seed: Seed,

@@ -7,6 +7,8 @@ mod markdown;
 mod signatures;
 
 use std::collections::{BTreeMap, HashMap};
+
+use rustc_hash::FxHashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -75,7 +77,9 @@ impl fmt::Display for ProblemList<'_> {
 #[derive(Debug)]
 pub struct Kb {
     entries: Vec<Entry>,
-    by_slug: HashMap<String, usize>,
+    /// Position of each entry by slug (FxHash: a slug is looked up for each candidate
+    /// of a diagnosis, and slugs come from the knowledge base's own files).
+    by_slug: FxHashMap<String, usize>,
     tags: BTreeMap<String, Vec<usize>>,
     /// Built on first use (see `signatures`): searching does not need it, so a server
     /// can open its port first and build it right after.

@@ -4,8 +4,7 @@
 //! lines that quote an entry's errors (signatures, example lines, body lines): an error
 //! message is explained by an entry only if one passage holds most of its words.
 
-use std::collections::HashMap;
-
+use rustc_hash::FxHashMap;
 use tantivy::query::Bm25StatisticsProvider;
 use tantivy::schema::{FAST, Field, IndexRecordOption, Schema};
 use tantivy::{DocSet, Index, Searcher, TERMINATED, TantivyDocument, Term};
@@ -221,7 +220,7 @@ impl PhraseIndex {
 
     /// Entries whose best passage matches `text`, with that passage's score, best first.
     pub fn best(&self, text: &Analysed) -> Result<Vec<(usize, f32)>, SearchError> {
-        let mut best: HashMap<usize, f32> = HashMap::new();
+        let mut best: FxHashMap<usize, f32> = FxHashMap::default();
         for (ordinal, score) in scoring::top(&self.scores(text)?, PHRASE_HITS) {
             let entry = best.entry(self.entry_of[ordinal as usize]).or_insert(0.0);
             *entry = entry.max(score);

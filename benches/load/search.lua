@@ -9,24 +9,10 @@ for line in io.lines(os.getenv("QUERIES") or "queries.enc") do
 end
 local unique = os.getenv("UNIQUE") == "1"
 local path = os.getenv("SEARCH_PATH") or "/api/v1/search?q="
--- A number of this run of wrk, so that a run does not repeat the requests of the
--- run before it (a warm-up), whose answers the server would still hold.
-local function run_token()
-  local f = io.open("/dev/urandom", "rb")
-  local bytes = f and f:read(4) or tostring(os.time())
-  if f then f:close() end
-  local n = 0
-  for k = 1, #bytes do n = n * 256 + bytes:byte(k) end
-  return tostring(n % 100000000)
-end
-local run = run_token()
+-- This run's number, and `thread_id` set for each thread (see unique.lua, next to
+-- this script).
+local run = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "") .. "unique.lua")
 local i = 0
--- A global, not a local: `thread:set` in `setup` sets the global of each thread.
-thread_id = 0
-setup = function(thread)
-  thread:set("thread_id", thread_id)
-  thread_id = thread_id + 1
-end
 request = function()
   i = i + 1
   local q = queries[(i % #queries) + 1]

@@ -264,8 +264,13 @@ fn frame(text: &str) -> Option<(&str, &str)> {
     if text.is_ascii() {
         ascii_frame(text)
     } else {
-        two_groups(&FRAME, text, "path", "func")
+        frame_by_regex(text)
     }
+}
+
+/// `FRAME`'s captures: for text that is not ASCII, and what tests hold `ascii_frame` to.
+fn frame_by_regex(text: &str) -> Option<(&str, &str)> {
+    two_groups(&FRAME, text, "path", "func")
 }
 
 /// `FRAME` on ASCII text, by hand: capturing with the regex was a tenth of parsing.
@@ -296,13 +301,19 @@ fn exception(text: &str) -> Option<(&str, &str, Option<&str>)> {
     if text.is_ascii() {
         ascii_exception(text)
     } else {
-        let caps = EXCEPTION.captures(text)?;
-        Some((
-            caps.name("qual")?.as_str(),
-            caps.name("kind")?.as_str(),
-            caps.name("msg").map(|m| m.as_str()),
-        ))
+        exception_by_regex(text)
     }
+}
+
+/// `EXCEPTION`'s captures: for text that is not ASCII, and what tests hold
+/// `ascii_exception` to.
+fn exception_by_regex(text: &str) -> Option<(&str, &str, Option<&str>)> {
+    let caps = EXCEPTION.captures(text)?;
+    Some((
+        caps.name("qual")?.as_str(),
+        caps.name("kind")?.as_str(),
+        caps.name("msg").map(|m| m.as_str()),
+    ))
 }
 
 /// `EXCEPTION` on ASCII text, by hand (the regex, tried on every line, was a quarter
@@ -359,8 +370,13 @@ fn field(text: &str) -> Option<(&str, &str)> {
     if text.is_ascii() {
         ascii_field(text)
     } else {
-        two_groups(&FIELD, text, "key", "value")
+        field_by_regex(text)
     }
+}
+
+/// `FIELD`'s captures: for text that is not ASCII, and what tests hold `ascii_field` to.
+fn field_by_regex(text: &str) -> Option<(&str, &str)> {
+    two_groups(&FIELD, text, "key", "value")
 }
 
 /// `FIELD` on ASCII text, by hand (capturing the value with the regex scanned the rest
@@ -618,21 +634,6 @@ Root Cause (first observed failure):
         assert_eq!(p.exceptions.len(), 1);
     }
 
-    /// `FRAME`'s captures, for comparing with `frame`.
-    fn frame_by_regex(text: &str) -> Option<(&str, &str)> {
-        two_groups(&FRAME, text, "path", "func")
-    }
-
-    /// `EXCEPTION`'s captures, for comparing with `exception`.
-    fn exception_by_regex(text: &str) -> Option<(&str, &str, Option<&str>)> {
-        let caps = EXCEPTION.captures(text)?;
-        Some((
-            caps.name("qual")?.as_str(),
-            caps.name("kind")?.as_str(),
-            caps.name("msg").map(|m| m.as_str()),
-        ))
-    }
-
     #[test]
     fn exception_lines_give_their_name_kind_and_message() {
         for (line, expected) in [
@@ -686,11 +687,6 @@ Root Cause (first observed failure):
             assert_eq!(exception(line), expected, "{line:?}");
             assert_eq!(exception_by_regex(line), expected, "{line:?}");
         }
-    }
-
-    /// `FIELD`'s captures, for comparing with `field`.
-    fn field_by_regex(text: &str) -> Option<(&str, &str)> {
-        two_groups(&FIELD, text, "key", "value")
     }
 
     #[test]

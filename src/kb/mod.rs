@@ -7,11 +7,11 @@ mod markdown;
 mod signatures;
 
 use std::collections::{BTreeMap, HashMap};
-
-use rustc_hash::FxHashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+
+use rustc_hash::FxHashMap;
 
 pub use entry::{Entry, LazyRegex, Signature, SignatureKind};
 pub use markdown::render_markdown;

@@ -38,7 +38,7 @@ pub struct Snippet {
 }
 
 /// One term found in a text: the bytes to mark and which term it was.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Occurrence {
     start: usize,
     end: usize,
@@ -103,44 +103,80 @@ impl Highlighter {
         Some(render(text, start, end, marks))
     }
 
+    /// The terms' occurrences in `text`, in order, up to `MAX_OCCURRENCES`; or fewer:
+    /// the scan stops at the first window that holds every term (no window can weigh
+    /// more, and of equal ones the first wins), so a body need not be read to its end.
     fn occurrences(&self, text: &str) -> Vec<Occurrence> {
+        self.occurrences_until(text, true)
+    }
+
+    /// `occurrences`, without stopping at a window that holds every term unless
+    /// `stop_early` (for tests: the answer must be the same).
+    fn occurrences_until(&self, text: &str, stop_early: bool) -> Vec<Occurrence> {
         let bytes = text.as_bytes();
-        self.spellings
-            .find_iter(text)
-            .filter_map(|m| {
-                let (start, end) = (m.start(), m.end());
-                let first = bytes[start];
-                if !first.is_ascii_alphanumeric() {
-                    // Chinese (or other non-ASCII) terms count wherever they occur.
-                    return Some((start, end, self.term_of[m.pattern().as_usize()]));
+        let kept = |m: aho_corasick::Match| {
+            let (start, end) = (m.start(), m.end());
+            let first = bytes[start];
+            if !first.is_ascii_alphanumeric() {
+                // Chinese (or other non-ASCII) terms count wherever they occur.
+                return Some((start, end, self.term_of[m.pattern().as_usize()]));
+            }
+            let starts_a_part = start == 0 || {
+                let before = bytes[start - 1];
+                !before.is_ascii_alphanumeric()
+                    || before.is_ascii_lowercase() && first.is_ascii_uppercase()
+                    || before.is_ascii_digit() != first.is_ascii_digit()
+            };
+            if !starts_a_part {
+                return None;
+            }
+            // The rest of the word or identifier part: `hang` marks `hangs`,
+            // `invalid` marks `Invalid` in `ncclInvalidUsage`.
+            let last = bytes[end - 1];
+            let rest = bytes[end..]
+                .iter()
+                .take_while(|b| {
+                    if last.is_ascii_digit() {
+                        b.is_ascii_digit()
+                    } else {
+                        b.is_ascii_lowercase()
+                    }
+                })
+                .count();
+            Some((start, end + rest, self.term_of[m.pattern().as_usize()]))
+        };
+        let mut found: Vec<Occurrence> = Vec::new();
+        // The first occurrence whose window may still grow, and the terms of the
+        // occurrences from it on (`held` of them distinct).
+        let mut open = 0;
+        let mut counts = vec![0u16; self.weights.len()];
+        let mut held = 0;
+        for m in self.spellings.find_iter(text) {
+            let Some((start, end, term)) = kept(m) else {
+                continue;
+            };
+            // Each window this occurrence does not fit in is complete.
+            while open < found.len() && end - found[open].start > SNIPPET_CHARS {
+                let first = found[open];
+                if stop_early && held == counts.len() && first.end - first.start <= SNIPPET_CHARS {
+                    return found;
                 }
-                let starts_a_part = start == 0 || {
-                    let before = bytes[start - 1];
-                    !before.is_ascii_alphanumeric()
-                        || before.is_ascii_lowercase() && first.is_ascii_uppercase()
-                        || before.is_ascii_digit() != first.is_ascii_digit()
-                };
-                if !starts_a_part {
-                    return None;
+                counts[first.term] -= 1;
+                if counts[first.term] == 0 {
+                    held -= 1;
                 }
-                // The rest of the word or identifier part: `hang` marks `hangs`,
-                // `invalid` marks `Invalid` in `ncclInvalidUsage`.
-                let last = bytes[end - 1];
-                let rest = bytes[end..]
-                    .iter()
-                    .take_while(|b| {
-                        if last.is_ascii_digit() {
-                            b.is_ascii_digit()
-                        } else {
-                            b.is_ascii_lowercase()
-                        }
-                    })
-                    .count();
-                Some((start, end + rest, self.term_of[m.pattern().as_usize()]))
-            })
-            .take(MAX_OCCURRENCES)
-            .map(|(start, end, term)| Occurrence { start, end, term })
-            .collect()
+                open += 1;
+            }
+            if counts[term] == 0 {
+                held += 1;
+            }
+            counts[term] += 1;
+            found.push(Occurrence { start, end, term });
+            if found.len() == MAX_OCCURRENCES {
+                break;
+            }
+        }
+        found
     }
 
     /// The first and last occurrence of the best window.
@@ -149,7 +185,6 @@ impl Highlighter {
         let mut seen = Vec::new();
         for first in 0..found.len() {
             seen.clear();
-            let mut weight = 0.0;
             let mut last = first;
             for (at, o) in found.iter().enumerate().skip(first) {
                 if o.end - found[first].start > SNIPPET_CHARS {
@@ -158,9 +193,12 @@ impl Highlighter {
                 last = at;
                 if !seen.contains(&o.term) {
                     seen.push(o.term);
-                    weight += self.weights[o.term];
                 }
             }
+            // Added in the terms' order, so that windows holding the same terms weigh
+            // exactly the same, whatever order the terms come in.
+            seen.sort_unstable();
+            let weight: f32 = seen.iter().map(|&term| self.weights[term]).sum();
             if best.is_none_or(|(w, _, _)| weight > w) {
                 best = Some((weight, first, last));
             }
@@ -183,15 +221,18 @@ enum Spellings {
 
 impl Spellings {
     fn new(spellings: &[String]) -> Option<Spellings> {
-        let packed = packed::Config::new()
+        Spellings::packed(spellings).or_else(|| Spellings::automaton(spellings))
+    }
+
+    /// `None` without SIMD, or when Teddy declines the spellings (too many, or too
+    /// many too short).
+    fn packed(spellings: &[String]) -> Option<Spellings> {
+        packed::Config::new()
             .match_kind(packed::MatchKind::LeftmostLongest)
             .builder()
             .extend(spellings)
-            .build();
-        if let Some(packed) = packed {
-            return Some(Spellings::Packed(packed));
-        }
-        Spellings::automaton(spellings)
+            .build()
+            .map(Spellings::Packed)
     }
 
     fn automaton(spellings: &[String]) -> Option<Spellings> {
@@ -416,6 +457,20 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Stopping at the first window that holds every term chooses the excerpt that
+        /// reading the whole text chooses.
+        #[test]
+        fn stopping_early_chooses_the_same_window(
+            text in "([a-z]{1,8}|[ .]{1,40}|显存){0,300}",
+            terms in proptest::collection::vec(("[a-e]{2,3}|显存", 1..20usize), 1..5),
+        ) {
+            let h = Highlighter::new(terms.iter().map(|(t, n)| (t.as_str(), *n))).unwrap();
+            let early = h.occurrences_until(&text, true);
+            let all = h.occurrences_until(&text, false);
+            proptest::prop_assert!(all.starts_with(&early));
+            proptest::prop_assert_eq!(h.densest(&early), h.densest(&all));
+        }
+
         /// SIMD alone finds what the automaton finds, however the spellings overlap.
         #[test]
         fn the_packed_searcher_finds_what_the_automaton_finds(
@@ -434,8 +489,7 @@ mod tests {
                     .collect::<Vec<_>>()
             };
             let automaton = Spellings::automaton(&distinct).unwrap();
-            if let Some(packed) = Spellings::new(&distinct) {
-                proptest::prop_assert!(matches!(packed, Spellings::Packed(_)));
+            if let Some(packed) = Spellings::packed(&distinct) {
                 proptest::prop_assert_eq!(matches(&packed), matches(&automaton));
             }
         }
@@ -458,6 +512,14 @@ mod tests {
             let mut escaped = String::from("kept ");
             push_escaped(&mut escaped, &text);
             proptest::prop_assert_eq!(escaped, format!("kept {expected}"));
+        }
+    }
+
+    #[test]
+    fn a_query_s_spellings_are_found_with_simd_alone() {
+        let h = highlighter(&["nccl", "watchdog", "timeout", "hang", "显存"]);
+        if cfg!(target_arch = "x86_64") && std::arch::is_x86_feature_detected!("ssse3") {
+            assert!(matches!(h.spellings, Spellings::Packed(_)));
         }
     }
 

@@ -145,7 +145,7 @@ impl Highlighter {
                 .count();
             Some((start, end + rest, self.term_of[m.pattern().as_usize()]))
         };
-        let mut found: Vec<Occurrence> = Vec::new();
+        let mut found: Vec<Occurrence> = Vec::with_capacity(MAX_OCCURRENCES);
         // The first occurrence whose window may still grow, and the terms of the
         // occurrences from it on (`held` of them distinct).
         let mut open = 0;
@@ -306,12 +306,26 @@ fn render<'a>(
         at = mark.end;
     }
     push_escaped(&mut html, &text[at..end]);
-    let plain = text[start..end]
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let mut plain = String::with_capacity(end - start);
+    for word in text[start..end].split_whitespace() {
+        if !plain.is_empty() {
+            plain.push(' ');
+        }
+        plain.push_str(word);
+    }
     Snippet { plain, html }
 }
+
+/// The bytes `push_escaped` replaces.
+const ESCAPED: [bool; 256] = {
+    let mut escaped = [false; 256];
+    let mut i = 0;
+    while i < 7 {
+        escaped[b"&<>\"'\n\r"[i] as usize] = true;
+        i += 1;
+    }
+    escaped
+};
 
 /// Escapes `text` for HTML, newlines as spaces (an excerpt is one line).
 pub fn push_escaped(out: &mut String, text: &str) {
@@ -319,6 +333,9 @@ pub fn push_escaped(out: &mut String, text: &str) {
     // text between them is copied as it is.
     let mut copied = 0;
     for (at, byte) in text.bytes().enumerate() {
+        if !ESCAPED[usize::from(byte)] {
+            continue;
+        }
         let replacement = match byte {
             b'&' => "&amp;",
             b'<' => "&lt;",

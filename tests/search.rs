@@ -143,6 +143,23 @@ async fn snippets_highlight_the_matched_words() {
 }
 
 #[tokio::test]
+async fn snippets_do_not_mark_stop_words() {
+    let page = get(&format!(
+        "/search?q={}",
+        encode("find the rank that is behind")
+    ))
+    .await;
+    assert!(page.body.contains("<mark>rank</mark>"), "{}", page.body);
+    for stop in ["the", "that", "is"] {
+        assert!(
+            !page.body.contains(&format!("<mark>{stop}</mark>")),
+            "{stop} marked: {}",
+            page.body
+        );
+    }
+}
+
+#[tokio::test]
 async fn chinese_snippet_highlights_characters() {
     let page = get(&format!("/search?q={}", encode("卡"))).await;
     assert!(page.body.contains("<mark>卡</mark>"), "{}", page.body);

@@ -347,6 +347,11 @@ fn stem(word: &mut String) {
 static STOP_SET: LazyLock<FxHashSet<&'static str>> =
     LazyLock::new(|| STOP_WORDS.iter().copied().collect());
 
+/// Whether the `words` analyzer drops `term` (lowercase) as a stop word.
+pub fn is_stop_word(term: &str) -> bool {
+    STOP_SET.contains(term)
+}
+
 /// What a `TermFilter` does to each term: rewrites it in place, and keeps it or not.
 pub trait TermRule: Clone + Send + Sync + 'static {
     fn apply(term: &mut String) -> bool;

@@ -316,15 +316,17 @@ fn render<'a>(
     Snippet { plain, html }
 }
 
-/// The bytes `push_escaped` replaces.
-const ESCAPED: [bool; 256] = {
-    let mut escaped = [false; 256];
-    let mut i = 0;
-    while i < 7 {
-        escaped[b"&<>\"'\n\r"[i] as usize] = true;
-        i += 1;
-    }
-    escaped
+/// What `push_escaped` writes for each byte it replaces (empty for the bytes it keeps).
+const ESCAPES: [&str; 256] = {
+    let mut escapes = [""; 256];
+    escapes[b'&' as usize] = "&amp;";
+    escapes[b'<' as usize] = "&lt;";
+    escapes[b'>' as usize] = "&gt;";
+    escapes[b'"' as usize] = "&quot;";
+    escapes[b'\'' as usize] = "&#39;";
+    escapes[b'\n' as usize] = " ";
+    escapes[b'\r' as usize] = " ";
+    escapes
 };
 
 /// Escapes `text` for HTML, newlines as spaces (an excerpt is one line).
@@ -333,18 +335,10 @@ pub fn push_escaped(out: &mut String, text: &str) {
     // text between them is copied as it is.
     let mut copied = 0;
     for (at, byte) in text.bytes().enumerate() {
-        if !ESCAPED[usize::from(byte)] {
+        let replacement = ESCAPES[usize::from(byte)];
+        if replacement.is_empty() {
             continue;
         }
-        let replacement = match byte {
-            b'&' => "&amp;",
-            b'<' => "&lt;",
-            b'>' => "&gt;",
-            b'"' => "&quot;",
-            b'\'' => "&#39;",
-            b'\n' | b'\r' => " ",
-            _ => continue,
-        };
         out.push_str(&text[copied..at]);
         out.push_str(replacement);
         copied = at + 1;

@@ -2,21 +2,24 @@
 //! errors as problem+json. The OpenAPI document is generated from these handlers and
 //! types (`openapi()`), so it cannot drift from them.
 
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequest, Path, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::{ApiError, AppError, Problem};
+use super::{AppState, Served};
 use crate::diagnose::{Confidence, Evidence, Parsed, Verdict};
 use crate::kb::Entry;
 use crate::search::{Hit, MAX_LIMIT, SearchQuery};
@@ -79,11 +82,14 @@ pub struct SearchResponse {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SearchHit {
     pub slug: String,
-    pub title: String,
-    pub title_zh: String,
+    #[schema(value_type = String)]
+    pub title: Arc<RawValue>,
+    #[schema(value_type = String)]
+    pub title_zh: Arc<RawValue>,
     /// The entry's page (absolute when the server knows its public URL).
     pub url: String,
-    pub summary: String,
+    #[schema(value_type = String)]
+    pub summary: Arc<RawValue>,
     /// An excerpt around the matched words.
     pub snippet: String,
     pub score: f32,
@@ -91,17 +97,73 @@ pub struct SearchHit {
 }
 
 impl SearchHit {
-    fn new(state: &AppState, hit: Hit, entry: &Entry) -> Self {
-        SearchHit {
-            slug: hit.slug,
-            title: entry.title.clone(),
-            title_zh: entry.title_zh.clone(),
+    fn new(state: &AppState, served: &Served, hit: Hit) -> Option<Self> {
+        let (entry, json) = served.entry_with_json(&hit.slug)?;
+        Some(SearchHit {
+            title: json.title.clone(),
+            title_zh: json.title_zh.clone(),
             url: state.entry_url(&entry.slug),
-            summary: entry.summary.clone(),
+            summary: json.summary.clone(),
+            tags: entry.tags.clone(),
+            slug: hit.slug,
             snippet: hit.snippet,
             score: hit.score,
-            tags: entry.tags.clone(),
+        })
+    }
+
+    /// About the bytes this takes in an answer.
+    fn size(&self) -> usize {
+        let (title, title_zh, summary) = (&self.title, &self.title_zh, &self.summary);
+        let texts = title.get().len() + title_zh.get().len() + summary.get().len();
+        128 + self.slug.len() * 2 + texts + self.snippet.len() + 16 * self.tags.len()
+    }
+}
+
+/// An entry's texts that every search hit and diagnosis match repeats, escaped as JSON
+/// once: escaping them again for each answer was a tenth of a search's time.
+#[derive(Debug)]
+pub struct EntryJson {
+    title: Arc<RawValue>,
+    title_zh: Arc<RawValue>,
+    summary: Arc<RawValue>,
+}
+
+impl EntryJson {
+    pub fn new(entry: &Entry) -> EntryJson {
+        EntryJson {
+            title: raw(&entry.title),
+            title_zh: raw(&entry.title_zh),
+            summary: raw(&entry.summary),
         }
+    }
+
+    /// Bytes these take in an answer.
+    pub fn len(&self) -> usize {
+        self.title.get().len() + self.title_zh.get().len() + self.summary.get().len()
+    }
+}
+
+fn raw(text: &str) -> Arc<RawValue> {
+    let json = serde_json::to_string(text).expect("a string always serialises");
+    Arc::from(RawValue::from_string(json).expect("a JSON string is valid JSON"))
+}
+
+/// `value` as an `application/json` response, written into a buffer of about the size
+/// it will take (`axum::Json` starts at 128 bytes and grows by copying).
+fn json_response<T: Serialize>(value: &T, size: usize) -> Response {
+    let mut body = Vec::with_capacity(size);
+    match serde_json::to_writer(&mut body, value) {
+        Ok(()) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response(),
+        // As `axum::Json` answers: nothing errbook writes has a map key that is not a
+        // string, the one way serialising to memory fails.
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
 }
 
@@ -122,7 +184,7 @@ impl SearchHit {
 pub async fn search(
     State(state): State<AppState>,
     params: Result<Query<SearchQueryParams>, QueryRejection>,
-) -> Result<Json<SearchResponse>, ApiError> {
+) -> Result<Response, ApiError> {
     let served = state.served();
     let Query(params) = params.map_err(|e| AppError::BadRequest(e.body_text()))?;
     let limit = match params.limit.as_deref().map(str::trim) {
@@ -148,21 +210,19 @@ pub async fn search(
         )
         .into());
     }
-    let kb = served.index.kb();
-    let hits = served
+    let hits: Vec<SearchHit> = served
         .index
         .search(&query)?
         .into_iter()
-        .filter_map(|hit| {
-            let entry = kb.get(&hit.slug)?;
-            Some(SearchHit::new(&state, hit, entry))
-        })
+        .filter_map(|hit| SearchHit::new(&state, &served, hit))
         .collect();
-    Ok(Json(SearchResponse {
+    let size = 64 + query.text.len() + hits.iter().map(SearchHit::size).sum::<usize>();
+    let response = SearchResponse {
         query: query.text,
         tag: query.tag,
         hits,
-    }))
+    };
+    Ok(json_response(&response, size))
 }
 
 /// Largest `limit` a diagnosis may ask for.
@@ -190,10 +250,13 @@ pub struct DiagnoseResponse {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DiagnoseMatch {
     pub slug: String,
-    pub title: String,
-    pub title_zh: String,
+    #[schema(value_type = String)]
+    pub title: Arc<RawValue>,
+    #[schema(value_type = String)]
+    pub title_zh: Arc<RawValue>,
     pub url: String,
-    pub summary: String,
+    #[schema(value_type = String)]
+    pub summary: Arc<RawValue>,
     pub score: f32,
     pub confidence: Confidence,
     /// The paste lines that led to this match.
@@ -230,7 +293,7 @@ pub struct ParsedSummary {
 pub async fn diagnose(
     State(state): State<AppState>,
     LossyJson(request): LossyJson<DiagnoseRequest>,
-) -> Result<Json<DiagnoseResponse>, ApiError> {
+) -> Result<Response, ApiError> {
     let served = state.served();
     let limit = request.limit.unwrap_or(5);
     if !(1..=MAX_DIAGNOSE_LIMIT).contains(&limit) {
@@ -246,17 +309,18 @@ pub async fn diagnose(
         .into());
     }
     let d = served.diagnoser.diagnose_text(&request.text, limit)?;
-    let kb = served.index.kb();
-    let matches = d
+    let mut size = 1024;
+    let matches: Vec<DiagnoseMatch> = d
         .matches
         .into_iter()
         .filter_map(|m| {
-            let e = kb.get(&m.slug)?;
+            let (e, json) = served.entry_with_json(&m.slug)?;
+            size += 256 + json.len() + m.evidence.iter().map(|e| 128 + e.text.len()).sum::<usize>();
             Some(DiagnoseMatch {
-                title: e.title.clone(),
-                title_zh: e.title_zh.clone(),
+                title: json.title.clone(),
+                title_zh: json.title_zh.clone(),
                 url: state.entry_url(&e.slug),
-                summary: e.summary.clone(),
+                summary: json.summary.clone(),
                 slug: m.slug,
                 score: m.score,
                 confidence: m.confidence,
@@ -264,12 +328,13 @@ pub async fn diagnose(
             })
         })
         .collect();
-    let closest = d
+    let closest: Vec<SearchHit> = d
         .closest
         .iter()
-        .filter_map(|hit| Some(SearchHit::new(&state, hit.clone(), kb.get(&hit.slug)?)))
+        .filter_map(|hit| SearchHit::new(&state, &served, hit.clone()))
         .collect();
-    Ok(Json(DiagnoseResponse {
+    size += closest.iter().map(SearchHit::size).sum::<usize>();
+    let response = DiagnoseResponse {
         verdict: d.verdict,
         matches,
         closest,
@@ -280,7 +345,8 @@ pub async fn diagnose(
             root_cause: d.parsed.root_exception().cloned(),
             parsed: d.parsed,
         },
-    }))
+    };
+    Ok(json_response(&response, size))
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -11,7 +11,7 @@ mod pages;
 pub mod server;
 mod share;
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
@@ -27,6 +27,7 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::diagnose::Diagnoser;
+use crate::kb::Entry;
 use crate::search::SearchIndex;
 
 pub use error::AppError;
@@ -79,6 +80,9 @@ pub struct ReloadError {
 pub struct Served {
     pub index: Arc<SearchIndex>,
     pub diagnoser: Arc<Diagnoser>,
+    /// Each entry's texts as JSON, by position in the knowledge base, written the first
+    /// time an answer holds the entry.
+    entry_json: Box<[OnceLock<api::EntryJson>]>,
 }
 
 impl Served {
@@ -86,8 +90,17 @@ impl Served {
         let index = Arc::new(index);
         Served {
             diagnoser: Arc::new(Diagnoser::new(index.clone())),
+            entry_json: (0..index.kb().len()).map(|_| OnceLock::new()).collect(),
             index,
         }
+    }
+
+    /// The entry with `slug`, its position and its texts as JSON.
+    fn entry_with_json(&self, slug: &str) -> Option<(&Entry, &api::EntryJson)> {
+        let position = self.index.kb().position(slug)?;
+        let entry = &self.index.kb().entries()[position];
+        let json = self.entry_json[position].get_or_init(|| api::EntryJson::new(entry));
+        Some((entry, json))
     }
 }
 

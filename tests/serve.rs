@@ -276,6 +276,13 @@ fn watch_reloads_edits_and_keeps_the_last_good_kb_when_an_edit_breaks_it() {
 fn sighup_reloads_the_kb_without_watch() {
     let kb = kb_copy();
     let server = Server::start(kb.path(), &[]);
+    // Answers write each entry's title as JSON once: a reload must not keep the old one.
+    let hit_title = |server: &Server| {
+        let found = server.json("/api/v1/search?q=view+modified+in+place&limit=1");
+        assert_eq!(found["hits"][0]["slug"], "view-inplace", "{found}");
+        found["hits"][0]["title"].as_str().unwrap().to_string()
+    };
+    assert_eq!(hit_title(&server), TITLE);
     edit(kb.path(), "view-inplace.md", TITLE, "Reloaded by SIGHUP");
     std::thread::sleep(Duration::from_millis(800));
     assert_eq!(title(&server), TITLE, "no reload without --watch or SIGHUP");
@@ -284,6 +291,7 @@ fn sighup_reloads_the_kb_without_watch() {
     server.until("/api/v1/entries/view-inplace", |e| {
         e["title"] == "Reloaded by SIGHUP"
     });
+    assert_eq!(hit_title(&server), "Reloaded by SIGHUP");
     // A broken knowledge base on SIGHUP: still serving, error on /healthz.
     edit(
         kb.path(),

@@ -553,3 +553,50 @@ fn is_json(headers: &HeaderMap) -> bool {
     essence == "application/json"
         || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_escaped_once_read_back_as_written() {
+        for text in [
+            "",
+            "plain",
+            "quotes \" and \\ backslashes",
+            "a line break\nand a tab\t and a control \u{1}",
+            "显存不足：CUDA out of memory </script> & <b>",
+        ] {
+            let json = raw(text);
+            assert_eq!(serde_json::from_str::<String>(json.get()).unwrap(), text);
+            // What serde_json would have written in the answer itself.
+            assert_eq!(json.get(), serde_json::to_string(text).unwrap());
+        }
+    }
+
+    #[tokio::test]
+    async fn answers_are_whole_json_with_their_content_type_past_the_size_guessed() {
+        #[derive(Serialize)]
+        struct Answer {
+            title: Arc<RawValue>,
+            score: f32,
+        }
+        let answer = Answer {
+            title: raw("显存 \"x\""),
+            score: 1.5,
+        };
+        let response = json_response(&answer, 4);
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            HeaderValue::from_static("application/json")
+        );
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(
+            &body[..],
+            r#"{"title":"显存 \"x\"","score":1.5}"#.as_bytes()
+        );
+    }
+}

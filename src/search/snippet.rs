@@ -179,28 +179,34 @@ impl Highlighter {
         found
     }
 
-    /// The first and last occurrence of the best window.
+    /// The first and last occurrence of the best window: for each occurrence, the
+    /// window from it up to the first occurrence that ends too far from it.
+    ///
+    /// One pass: that first occurrence too far only moves on as the window's start
+    /// does (a later start is no earlier), so each occurrence joins the window once and
+    /// leaves it once, with a count per term.
     fn densest(&self, found: &[Occurrence]) -> Option<(usize, usize)> {
         let mut best: Option<(f32, usize, usize)> = None;
-        let mut seen = Vec::new();
+        let mut counts = vec![0u32; self.weights.len()];
+        // The window of `first` is `found[first..next]`.
+        let mut next = 0;
         for first in 0..found.len() {
-            seen.clear();
-            let mut last = first;
-            for (at, o) in found.iter().enumerate().skip(first) {
-                if o.end - found[first].start > SNIPPET_CHARS {
-                    break;
-                }
-                last = at;
-                if !seen.contains(&o.term) {
-                    seen.push(o.term);
-                }
+            next = next.max(first);
+            while next < found.len() && found[next].end - found[first].start <= SNIPPET_CHARS {
+                counts[found[next].term] += 1;
+                next += 1;
             }
             // Added in the terms' order, so that windows holding the same terms weigh
             // exactly the same, whatever order the terms come in.
-            seen.sort_unstable();
-            let weight: f32 = seen.iter().map(|&term| self.weights[term]).sum();
+            let weight: f32 = (0..counts.len())
+                .filter(|&term| counts[term] > 0)
+                .map(|term| self.weights[term])
+                .sum();
             if best.is_none_or(|(w, _, _)| weight > w) {
-                best = Some((weight, first, last));
+                best = Some((weight, first, next.saturating_sub(1).max(first)));
+            }
+            if next > first {
+                counts[found[first].term] -= 1;
             }
         }
         best.map(|(_, first, last)| (first, last))
@@ -447,6 +453,33 @@ mod tests {
         assert!(["前后文字", "words"].contains(&first), "{first}");
     }
 
+    use proptest::prelude::{Just, prop_oneof};
+
+    /// `Highlighter::densest` as it was first written: each window scanned anew.
+    fn densest_by_rescanning(h: &Highlighter, found: &[Occurrence]) -> Option<(usize, usize)> {
+        let mut best: Option<(f32, usize, usize)> = None;
+        let mut seen = Vec::new();
+        for first in 0..found.len() {
+            seen.clear();
+            let mut last = first;
+            for (at, o) in found.iter().enumerate().skip(first) {
+                if o.end - found[first].start > SNIPPET_CHARS {
+                    break;
+                }
+                last = at;
+                if !seen.contains(&o.term) {
+                    seen.push(o.term);
+                }
+            }
+            seen.sort_unstable();
+            let weight: f32 = seen.iter().map(|&term| h.weights[term]).sum();
+            if best.is_none_or(|(w, _, _)| weight > w) {
+                best = Some((weight, first, last));
+            }
+        }
+        best.map(|(_, first, last)| (first, last))
+    }
+
     proptest::proptest! {
         /// Any text and terms: no panic, marks balanced, the plain text never longer
         /// than the excerpt the HTML shows.
@@ -480,6 +513,30 @@ mod tests {
             let all = h.occurrences_until(&text, false);
             proptest::prop_assert!(all.starts_with(&early));
             proptest::prop_assert_eq!(h.densest(&early), h.densest(&all));
+        }
+
+        /// The one-pass window is the window rescanning from each occurrence finds:
+        /// occurrences in order of start, some ending exactly a window from a start,
+        /// some longer than a window.
+        #[test]
+        fn one_pass_chooses_the_window_rescanning_chooses(
+            spans in proptest::collection::vec(
+                (0..80usize, prop_oneof![1..12usize, 200..230usize, Just(SNIPPET_CHARS)], 0..4usize),
+                0..120,
+            ),
+            entries in proptest::collection::vec(1..20usize, 4),
+        ) {
+            let terms = ["aa", "bb", "cc", "dd"];
+            let h = Highlighter::new(terms.iter().copied().zip(entries)).unwrap();
+            let mut start = 0;
+            let found: Vec<Occurrence> = spans
+                .iter()
+                .map(|&(gap, len, term)| {
+                    start += gap + 1;
+                    Occurrence { start, end: start + len, term }
+                })
+                .collect();
+            proptest::prop_assert_eq!(h.densest(&found), densest_by_rescanning(&h, &found));
         }
 
         /// SIMD alone finds what the automaton finds, however the spellings overlap.

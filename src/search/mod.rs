@@ -397,13 +397,7 @@ impl SearchIndex {
     fn highlighter(&self, plan: &QueryPlan) -> Result<Option<Highlighter>, SearchError> {
         let mut terms = Vec::new();
         for kind in [FieldKind::Words, FieldKind::Ident, FieldKind::Gram] {
-            // Identifier parts keep stop words (`at`, `the`, `of`), which score next to
-            // nothing; marked, they would mark every `then` and `other` in a body.
-            for text in plan
-                .highlight_terms(kind)
-                .into_iter()
-                .filter(|t| !analysis::is_stop_word(t))
-            {
+            for text in plan.highlight_terms(kind) {
                 terms.push((text, self.scorer.impacts(kind, text)?.len()));
             }
         }

@@ -260,7 +260,10 @@ impl<'a> QueryPlan<'a> {
         Ok(Some(plan))
     }
 
-    /// Every term the plan looks for, by analyzer: what a snippet should highlight.
+    /// Every term the plan looks for, by analyzer, but stop words: what a snippet
+    /// should highlight. (Identifier parts keep stop words, `at`, `the`, `of`, which
+    /// score next to nothing; marked, they would mark every `then` and `other` in a
+    /// body.)
     pub fn highlight_terms(&self, kind: FieldKind) -> BTreeSet<&str> {
         let singles = self.terms.iter().filter(|t| t.kind == kind).map(|t| t.text);
         let in_phrases = self
@@ -268,7 +271,10 @@ impl<'a> QueryPlan<'a> {
             .iter()
             .filter(|p| p.0 == kind)
             .flat_map(|p| p.1.iter().map(|(_, t)| t.as_str()));
-        singles.chain(in_phrases).collect()
+        singles
+            .chain(in_phrases)
+            .filter(|t| !analysis::is_stop_word(t))
+            .collect()
     }
 }
 

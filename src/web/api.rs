@@ -113,9 +113,8 @@ impl SearchHit {
 
     /// About the bytes this takes in an answer.
     fn size(&self) -> usize {
-        let texts = [&self.title, &self.title_zh, &self.summary].map(|t| t.get().len());
         128 + self.slug.len() * 2
-            + texts.iter().sum::<usize>()
+            + escaped_len([&self.title, &self.title_zh, &self.summary])
             + self.snippet.len()
             + 16 * self.tags.len()
     }
@@ -142,8 +141,12 @@ impl EntryJson {
 
     /// Bytes these take in an answer.
     pub fn len(&self) -> usize {
-        self.title.get().len() + self.title_zh.get().len() + self.summary.get().len()
+        escaped_len([&self.title, &self.title_zh, &self.summary])
     }
+}
+
+fn escaped_len(texts: [&Arc<RawValue>; 3]) -> usize {
+    texts.iter().map(|t| t.get().len()).sum()
 }
 
 fn raw(text: &str) -> Arc<RawValue> {

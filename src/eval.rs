@@ -114,8 +114,8 @@ pub fn run(kb_dir: &Path, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode>
         let rejected = d.verdict == Verdict::NoMatch;
         let plain: Vec<String> = index
             .search(&SearchQuery::new(&paste, None, 5))?
-            .into_iter()
-            .map(|h| h.slug)
+            .iter()
+            .map(|h| h.slug.clone())
             .collect();
         ours.add(&case.expected, &ranked, rejected);
         baseline.add(&case.expected, &plain, plain.is_empty());

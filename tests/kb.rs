@@ -151,8 +151,8 @@ fn first_hits(q: &str, n: usize) -> Vec<String> {
     index()
         .search(&SearchQuery::new(q, None, n))
         .unwrap()
-        .into_iter()
-        .map(|h| h.slug)
+        .iter()
+        .map(|h| h.slug.clone())
         .collect()
 }
 

@@ -307,7 +307,11 @@ pub(super) fn diagnose(
     }
     let closest = if verdict == Verdict::NoMatch {
         // Shown to the reader, so with snippets this time.
-        index.search(&SearchQuery::new(&query.text, None, limit))?
+        std::sync::Arc::unwrap_or_clone(index.search(&SearchQuery::new(
+            &query.text,
+            None,
+            limit,
+        ))?)
     } else {
         Vec::new()
     };

@@ -191,13 +191,14 @@ impl SearchIndex {
     }
 
     /// Ranked hits for `query`, with snippets. An empty query lists the tag's entries
-    /// (or nothing).
-    pub fn search(&self, query: &SearchQuery) -> Result<Vec<Hit>, SearchError> {
+    /// (or nothing). Shared with the cache of answers, so neither a new nor a repeated
+    /// search copies the hits.
+    pub fn search(&self, query: &SearchQuery) -> Result<Arc<Vec<Hit>>, SearchError> {
         if let Some(hits) = self.answers.get(query) {
-            return Ok(hits.as_ref().clone());
+            return Ok(hits);
         }
-        let hits = self.search_uncached(query)?;
-        self.answers.insert(query.clone(), Arc::new(hits.clone()));
+        let hits = Arc::new(self.search_uncached(query)?);
+        self.answers.insert(query.clone(), hits.clone());
         Ok(hits)
     }
 

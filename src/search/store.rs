@@ -222,8 +222,13 @@ mod tests {
             index
                 .search(&SearchQuery::new(q, None, 5))
                 .unwrap()
-                .into_iter()
-                .map(|hit| (hit.slug, format!("{:.4} {}", hit.score, hit.snippet)))
+                .iter()
+                .map(|hit| {
+                    (
+                        hit.slug.clone(),
+                        format!("{:.4} {}", hit.score, hit.snippet),
+                    )
+                })
                 .collect()
         })
         .collect()

@@ -72,16 +72,16 @@ pub struct SearchQueryParams {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SearchResponse {
+pub struct SearchResponse<'a> {
     /// The query as searched (trimmed).
     pub query: String,
     pub tag: Option<String>,
-    pub hits: Vec<SearchHit>,
+    pub hits: Vec<SearchHit<'a>>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SearchHit {
-    pub slug: String,
+pub struct SearchHit<'a> {
+    pub slug: &'a str,
     #[schema(value_type = String)]
     pub title: Arc<RawValue>,
     #[schema(value_type = String)]
@@ -91,13 +91,13 @@ pub struct SearchHit {
     #[schema(value_type = String)]
     pub summary: Arc<RawValue>,
     /// An excerpt around the matched words.
-    pub snippet: String,
+    pub snippet: &'a str,
     pub score: f32,
     pub tags: Vec<String>,
 }
 
-impl SearchHit {
-    fn new(state: &AppState, served: &Served, hit: Hit) -> Option<Self> {
+impl<'a> SearchHit<'a> {
+    fn new(state: &AppState, served: &Served, hit: &'a Hit) -> Option<Self> {
         let (entry, json) = served.entry_with_json(&hit.slug)?;
         Some(SearchHit {
             title: json.title.clone(),
@@ -105,8 +105,8 @@ impl SearchHit {
             url: state.entry_url(&entry.slug),
             summary: json.summary.clone(),
             tags: entry.tags.clone(),
-            slug: hit.slug,
-            snippet: hit.snippet,
+            slug: &hit.slug,
+            snippet: &hit.snippet,
             score: hit.score,
         })
     }
@@ -216,10 +216,9 @@ pub async fn search(
         )
         .into());
     }
-    let hits: Vec<SearchHit> = served
-        .index
-        .search(&query)?
-        .into_iter()
+    let found = served.index.search(&query)?;
+    let hits: Vec<SearchHit> = found
+        .iter()
         .filter_map(|hit| SearchHit::new(&state, &served, hit))
         .collect();
     let size = 64 + query.text.len() + hits.iter().map(SearchHit::size).sum::<usize>();
@@ -245,11 +244,11 @@ pub struct DiagnoseRequest {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct DiagnoseResponse {
+pub struct DiagnoseResponse<'a> {
     pub verdict: Verdict,
     pub matches: Vec<DiagnoseMatch>,
     /// With `no_match`: nearest entries by full text, not a diagnosis.
-    pub closest: Vec<SearchHit>,
+    pub closest: Vec<SearchHit<'a>>,
     pub parsed: ParsedSummary,
 }
 
@@ -337,7 +336,7 @@ pub async fn diagnose(
     let closest: Vec<SearchHit> = d
         .closest
         .iter()
-        .filter_map(|hit| SearchHit::new(&state, &served, hit.clone()))
+        .filter_map(|hit| SearchHit::new(&state, &served, hit))
         .collect();
     size += closest.iter().map(SearchHit::size).sum::<usize>();
     let response = DiagnoseResponse {

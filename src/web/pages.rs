@@ -121,15 +121,15 @@ fn render(page: impl Template) -> PageResult {
 /// A search or diagnosis result as the templates show it.
 pub struct ResultView<'a> {
     pub entry: &'a Entry,
-    pub snippet_html: String,
+    pub snippet_html: &'a str,
 }
 
-fn result_views(kb: &Kb, hits: Vec<Hit>) -> Vec<ResultView<'_>> {
-    hits.into_iter()
+fn result_views<'a>(kb: &'a Kb, hits: &'a [Hit]) -> Vec<ResultView<'a>> {
+    hits.iter()
         .filter_map(|hit| {
             Some(ResultView {
                 entry: kb.get(&hit.slug)?,
-                snippet_html: hit.snippet_html,
+                snippet_html: &hit.snippet_html,
             })
         })
         .collect()
@@ -276,7 +276,7 @@ pub async fn search(
         ui,
         q: query.text,
         tag: query.tag,
-        results: result_views(served.index.kb(), hits),
+        results: result_views(served.index.kb(), &hits),
         tags: served.index.kb().tags().collect(),
     })
 }
@@ -451,7 +451,8 @@ fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
     let fix_html = top
         .as_ref()
         .and_then(|top| section_html(top.entry.html(), "fix"));
-    let closest = result_views(kb, std::mem::take(&mut diagnosis.closest));
+    let closest_hits = std::mem::take(&mut diagnosis.closest);
+    let closest = result_views(kb, &closest_hits);
     render(DiagnosePage {
         ui: Ui::new(lang, share.path.clone()),
         share_url: state.url(&share.path),

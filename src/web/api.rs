@@ -2,7 +2,6 @@
 //! errors as problem+json. The OpenAPI document is generated from these handlers and
 //! types (`openapi()`), so it cannot drift from them.
 
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Json;
@@ -83,13 +82,13 @@ pub struct SearchResponse<'a> {
 pub struct SearchHit<'a> {
     pub slug: &'a str,
     #[schema(value_type = String)]
-    pub title: Arc<RawValue>,
+    pub title: &'a RawValue,
     #[schema(value_type = String)]
-    pub title_zh: Arc<RawValue>,
+    pub title_zh: &'a RawValue,
     /// The entry's page (absolute when the server knows its public URL).
     pub url: String,
     #[schema(value_type = String)]
-    pub summary: Arc<RawValue>,
+    pub summary: &'a RawValue,
     /// An excerpt around the matched words.
     pub snippet: &'a str,
     pub score: f32,
@@ -97,13 +96,13 @@ pub struct SearchHit<'a> {
 }
 
 impl<'a> SearchHit<'a> {
-    fn new(state: &AppState, served: &Served, hit: &'a Hit) -> Option<Self> {
+    fn new(state: &AppState, served: &'a Served, hit: &'a Hit) -> Option<Self> {
         let (entry, json) = served.entry_with_json(&hit.slug)?;
         Some(SearchHit {
-            title: json.title.clone(),
-            title_zh: json.title_zh.clone(),
+            title: &json.title,
+            title_zh: &json.title_zh,
             url: state.entry_url(&entry.slug),
-            summary: json.summary.clone(),
+            summary: &json.summary,
             tags: entry.tags.clone(),
             slug: &hit.slug,
             snippet: &hit.snippet,
@@ -114,7 +113,7 @@ impl<'a> SearchHit<'a> {
     /// About the bytes this takes in an answer.
     fn size(&self) -> usize {
         128 + self.slug.len() * 2
-            + escaped_len([&self.title, &self.title_zh, &self.summary])
+            + escaped_len([self.title, self.title_zh, self.summary])
             + self.snippet.len()
             + 16 * self.tags.len()
     }
@@ -125,9 +124,9 @@ impl<'a> SearchHit<'a> {
 /// again for each answer.
 #[derive(Debug)]
 pub struct EntryJson {
-    title: Arc<RawValue>,
-    title_zh: Arc<RawValue>,
-    summary: Arc<RawValue>,
+    title: Box<RawValue>,
+    title_zh: Box<RawValue>,
+    summary: Box<RawValue>,
 }
 
 impl EntryJson {
@@ -145,13 +144,13 @@ impl EntryJson {
     }
 }
 
-fn escaped_len(texts: [&Arc<RawValue>; 3]) -> usize {
+fn escaped_len(texts: [&RawValue; 3]) -> usize {
     texts.iter().map(|t| t.get().len()).sum()
 }
 
-fn raw(text: &str) -> Arc<RawValue> {
+fn raw(text: &str) -> Box<RawValue> {
     let json = serde_json::to_string(text).expect("a string always serialises");
-    Arc::from(RawValue::from_string(json).expect("a JSON string is valid JSON"))
+    RawValue::from_string(json).expect("a JSON string is valid JSON")
 }
 
 /// `value` as an `application/json` response, written into a buffer of about the size
@@ -246,22 +245,22 @@ pub struct DiagnoseRequest {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DiagnoseResponse<'a> {
     pub verdict: Verdict,
-    pub matches: Vec<DiagnoseMatch>,
+    pub matches: Vec<DiagnoseMatch<'a>>,
     /// With `no_match`: nearest entries by full text, not a diagnosis.
     pub closest: Vec<SearchHit<'a>>,
     pub parsed: ParsedSummary,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct DiagnoseMatch {
+pub struct DiagnoseMatch<'a> {
     pub slug: String,
     #[schema(value_type = String)]
-    pub title: Arc<RawValue>,
+    pub title: &'a RawValue,
     #[schema(value_type = String)]
-    pub title_zh: Arc<RawValue>,
+    pub title_zh: &'a RawValue,
     pub url: String,
     #[schema(value_type = String)]
-    pub summary: Arc<RawValue>,
+    pub summary: &'a RawValue,
     pub score: f32,
     pub confidence: Confidence,
     /// The paste lines that led to this match.
@@ -322,10 +321,10 @@ pub async fn diagnose(
             let (e, json) = served.entry_with_json(&m.slug)?;
             size += 256 + json.len() + m.evidence.iter().map(|e| 128 + e.text.len()).sum::<usize>();
             Some(DiagnoseMatch {
-                title: json.title.clone(),
-                title_zh: json.title_zh.clone(),
+                title: &json.title,
+                title_zh: &json.title_zh,
                 url: state.entry_url(&e.slug),
-                summary: json.summary.clone(),
+                summary: &json.summary,
                 slug: m.slug,
                 score: m.score,
                 confidence: m.confidence,
@@ -583,7 +582,7 @@ mod tests {
     async fn answers_are_whole_json_with_their_content_type_past_the_size_guessed() {
         #[derive(Serialize)]
         struct Answer {
-            title: Arc<RawValue>,
+            title: Box<RawValue>,
             score: f32,
         }
         let answer = Answer {

@@ -94,6 +94,16 @@ pub struct SearchIndex {
 /// Searches whose answers are kept (each a few kilobytes).
 const CACHED_SEARCHES: usize = 1024;
 
+/// How a ranking adds up its terms' scores.
+#[derive(Clone, Copy)]
+enum Scoring {
+    /// Every impact: search, where a reader compares the whole list.
+    Exact,
+    /// Each term's champion list: diagnosis, where signatures and the paste's
+    /// structure carry most of the answer and a long paste holds many common words.
+    Champions,
+}
+
 /// A text's distinct analysed terms and their weights (see `SearchIndex::query_terms`).
 #[derive(Debug, Clone, Default)]
 pub struct QueryTerms<'a> {
@@ -205,7 +215,12 @@ impl SearchIndex {
     fn search_uncached(&self, query: &SearchQuery) -> Result<Vec<Hit>, SearchError> {
         let analysed = self.analyse(&query.text);
         let plan = self.scorer.plan(&analysed)?;
-        let ranked = self.ranked(plan.as_ref(), query.tag.as_deref(), query.limit)?;
+        let ranked = self.ranked(
+            plan.as_ref(),
+            query.tag.as_deref(),
+            query.limit,
+            Scoring::Exact,
+        )?;
         let highlighter = match &plan {
             Some(plan) => self.highlighter(plan)?,
             None => None,
@@ -226,9 +241,16 @@ impl SearchIndex {
     }
 
     /// The best `limit` entries for an analysed text, as (position in `kb().entries()`,
-    /// score): the ranking of `search`, without snippets.
+    /// score): the ranking of `search`, without snippets, and scored from champion
+    /// lists (see `Scorer::champion_scores`): the same as `search`'s up to `CHAMPIONS`
+    /// entries, and a long paste's many common words cost little in a larger kb.
     pub fn rank(&self, text: &Analysed, limit: usize) -> Result<Vec<(usize, f32)>, SearchError> {
-        self.ranked(self.scorer.plan(text)?.as_ref(), None, limit)
+        self.ranked(
+            self.scorer.plan(text)?.as_ref(),
+            None,
+            limit,
+            Scoring::Champions,
+        )
     }
 
     /// `text` analysed once, for `rank`, `match_phrases`, `query_terms` and `explains`.
@@ -256,6 +278,7 @@ impl SearchIndex {
         plan: Option<&QueryPlan>,
         tag: Option<&str>,
         limit: usize,
+        scoring: Scoring,
     ) -> Result<Vec<(usize, f32)>, SearchError> {
         let has_tag = |entry: usize| match tag {
             Some(tag) => self.kb.entries()[entry].tags.iter().any(|t| t == tag),
@@ -263,7 +286,10 @@ impl SearchIndex {
         };
         Ok(match plan {
             Some(plan) => {
-                let mut scores = self.scorer.scores(plan)?;
+                let mut scores = match scoring {
+                    Scoring::Exact => self.scorer.scores(plan)?,
+                    Scoring::Champions => self.scorer.champion_scores(plan)?,
+                };
                 if tag.is_some() {
                     for (ordinal, score) in scores.iter_mut().enumerate() {
                         if !has_tag(self.entry_of[ordinal]) {

@@ -188,7 +188,11 @@ impl PhraseIndex {
                 passages.push(ordinal as u32);
             }
         }
-        let scorer = Scorer::new(searcher.clone(), Box::new(searcher), vec![(1.0, fields)]);
+        // Champion lists as long per entry as the main index's.
+        let per_entry = searcher.num_docs().div_ceil(entries.max(1) as u64) as usize;
+        let champions = scoring::CHAMPIONS.saturating_mul(per_entry.max(1));
+        let scorer = Scorer::new(searcher.clone(), Box::new(searcher), vec![(1.0, fields)])
+            .with_champions(champions);
         Ok(PhraseIndex {
             scorer,
             fields,
@@ -205,20 +209,24 @@ impl PhraseIndex {
             own: own.clone(),
             other: background.scorer.searcher().clone(),
         });
+        let champions = self.scorer.champions();
         PhraseIndex {
-            scorer: Scorer::new(own, stats, vec![(1.0, self.fields)]),
+            scorer: Scorer::new(own, stats, vec![(1.0, self.fields)]).with_champions(champions),
             ..self
         }
     }
 
+    /// Scored from champion lists (see `Scorer::champion_scores`).
     fn scores(&self, text: &Analysed) -> Result<Vec<f32>, SearchError> {
         match self.scorer.plan(text)? {
-            Some(plan) => self.scorer.scores(&plan),
+            Some(plan) => self.scorer.champion_scores(&plan),
             None => Ok(Vec::new()),
         }
     }
 
     /// Entries whose best passage matches `text`, with that passage's score, best first.
+    /// Exact up to `CHAMPIONS` entries; in a larger knowledge base the passages are
+    /// scored from champion lists.
     pub fn best(&self, text: &Analysed) -> Result<Vec<(usize, f32)>, SearchError> {
         let mut best: FxHashMap<usize, f32> = FxHashMap::default();
         for (ordinal, score) in scoring::top(&self.scores(text)?, PHRASE_HITS) {

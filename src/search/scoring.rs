@@ -52,6 +52,10 @@ const GRAM_WEIGHT: f32 = 0.8;
 const CACHE_BUDGET: u64 = 4 << 20;
 const CACHE_PER_DOC: u64 = 256;
 const CACHE_SHARDS: usize = 8;
+/// The champion list of a term (see `Scorer::champion_scores`): its highest impacts in
+/// this many documents (per entry: an index of passages gets as many per entry as it
+/// has passages per entry). A knowledge base of no more entries scores exactly.
+pub const CHAMPIONS: usize = 4096;
 
 /// Which analyzer a term came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -313,8 +317,57 @@ pub struct Impact {
     pub score: f32,
 }
 
-/// A term's impacts, by ordinal.
-pub type Impacts = Arc<[Impact]>;
+/// A term's impacts, by ordinal (derefs to all of them), with its champions.
+pub type Impacts = Arc<TermImpacts>;
+
+/// Every impact of a term, by ordinal, and its champion list: the highest few.
+#[derive(Debug, PartialEq)]
+pub struct TermImpacts {
+    all: Box<[Impact]>,
+    /// The term's `champions` highest impacts (ties: lower ordinal), by ordinal; `None`
+    /// when it has no more than that, so its champions are all of them.
+    champions: Option<Box<[Impact]>>,
+}
+
+impl TermImpacts {
+    /// `all` (by ordinal) with the best `champions` of them set aside.
+    pub fn new(all: Vec<Impact>, champions: usize) -> TermImpacts {
+        let champions = (all.len() > champions).then(|| {
+            let mut best = all.clone();
+            if champions > 0 {
+                best.select_nth_unstable_by(champions - 1, |a, b| {
+                    b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc))
+                });
+            }
+            best.truncate(champions);
+            best.sort_unstable_by_key(|i| i.doc);
+            best.into_boxed_slice()
+        });
+        TermImpacts {
+            all: all.into_boxed_slice(),
+            champions,
+        }
+    }
+
+    /// The term's highest impacts, by ordinal (all of them for a term few documents
+    /// hold).
+    pub fn champions(&self) -> &[Impact] {
+        self.champions.as_deref().unwrap_or(&self.all)
+    }
+
+    /// Impacts held, the champions' copies included: what the term costs in memory.
+    fn held(&self) -> usize {
+        self.all.len() + self.champions.as_ref().map_or(0, |c| c.len())
+    }
+}
+
+impl std::ops::Deref for TermImpacts {
+    type Target = [Impact];
+
+    fn deref(&self) -> &[Impact] {
+        &self.all
+    }
+}
 
 /// Whether the document at `ordinal` is among a term's impacts (sorted by ordinal).
 pub fn holds(impacts: &[Impact], ordinal: u32) -> bool {
@@ -352,7 +405,7 @@ impl quick_cache::Weighter<TermKey, Impacts> for ImpactsWeight {
     /// own bookkeeping, so that many short terms cannot fill memory the budget does
     /// not count.
     fn weight(&self, term: &TermKey, impacts: &Impacts) -> u64 {
-        impacts.len() as u64 + (term.text.len() as u64 + ENTRY_OVERHEAD_BYTES).div_ceil(8)
+        impacts.held() as u64 + (term.text.len() as u64 + ENTRY_OVERHEAD_BYTES).div_ceil(8)
     }
 }
 
@@ -392,6 +445,8 @@ pub struct Scorer {
     /// The ordinal of each segment's first document.
     bases: Vec<u32>,
     num_docs: usize,
+    /// How many of a term's impacts its champion list holds (see `champion_scores`).
+    champions: usize,
     cache: TermCache,
 }
 
@@ -414,8 +469,20 @@ impl Scorer {
             parts,
             bases,
             num_docs: num_docs as usize,
+            champions: CHAMPIONS,
             cache: term_cache(num_docs as usize),
         }
+    }
+
+    /// The same scorer with champion lists of `champions` impacts per term (for an
+    /// index of several documents per entry, that many times `CHAMPIONS`).
+    pub fn with_champions(self, champions: usize) -> Scorer {
+        Scorer { champions, ..self }
+    }
+
+    /// How many impacts a term's champion list holds.
+    pub fn champions(&self) -> usize {
+        self.champions
     }
 
     /// Number of document ordinals: scores are indexed by ordinal.
@@ -450,7 +517,10 @@ impl Scorer {
         if let Some(found) = self.cache.get(&TermRef { kind, text: term }) {
             return Ok(found);
         }
-        let impacts: Impacts = self.read_impacts(kind, term)?.into();
+        let impacts = Arc::new(TermImpacts::new(
+            self.read_impacts(kind, term)?,
+            self.champions,
+        ));
         // A term no entry holds is kept too: a log's own words (host names, job and
         // module names) come back with every paste of it, and a miss costs a dictionary
         // lookup per part. Its key is weighed like any other (see `ImpactsWeight`), so
@@ -518,9 +588,27 @@ impl Scorer {
 
     /// The plan's score for every document, by ordinal (0 where nothing matched).
     pub fn scores(&self, plan: &QueryPlan) -> Result<Vec<f32>, SearchError> {
+        self.scores_from(plan, |impacts| impacts)
+    }
+
+    /// The plan's scores from each term's champion list only: each term adds to the
+    /// documents it scores highest in, at most `champions` of them. Exactly `scores`
+    /// while no term is held by more documents than that (any knowledge base of up to
+    /// `CHAMPIONS` entries); in a larger one, a common word no longer adds its small
+    /// share to most documents, which was most of the cost of ranking a long paste.
+    /// Documents that score only by many such shares can rank lower than they should.
+    pub fn champion_scores(&self, plan: &QueryPlan) -> Result<Vec<f32>, SearchError> {
+        self.scores_from(plan, TermImpacts::champions)
+    }
+
+    fn scores_from(
+        &self,
+        plan: &QueryPlan,
+        impacts: impl Fn(&TermImpacts) -> &[Impact],
+    ) -> Result<Vec<f32>, SearchError> {
         let mut scores = vec![0.0f32; self.num_docs];
         for term in &plan.terms {
-            for impact in term.impacts.iter() {
+            for impact in impacts(&term.impacts) {
                 scores[impact.doc as usize] += term.weight * impact.score;
             }
         }
@@ -704,8 +792,8 @@ mod tests {
         BooleanQuery::new(clauses)
     }
 
-    #[test]
-    fn cached_impacts_score_exactly_like_the_tantivy_query() {
+    /// An index of (title, body) documents, and its scorer (titles boosted 4 times).
+    fn titled_index(docs: &[(&str, &str)]) -> (Index, Scorer) {
         let mut builder = Schema::builder();
         let mut part = |name: &str| PartFields {
             words: builder.add_text_field(
@@ -725,24 +813,7 @@ mod tests {
         let index = Index::create_in_ram(builder.build());
         register_analyzers(&index);
         let mut writer = index.writer_with_num_threads(1, 15_000_000).unwrap();
-        for (t, b) in [
-            (
-                "NCCL watchdog timeout",
-                "a collective timed out on rank 3 after 600000 ms",
-            ),
-            (
-                "CUDA out of memory",
-                "显存不足 torch.OutOfMemoryError: CUDA out of memory",
-            ),
-            (
-                "ncclInvalidUsage",
-                "Duplicate GPU detected: rank 1 and rank 0 both on cuda:0",
-            ),
-            (
-                "Training hangs",
-                "多卡训练卡住 the job hangs at the end of the first epoch",
-            ),
-        ] {
+        for &(t, b) in docs {
             let mut doc = TantivyDocument::default();
             for (fields, text) in [(title, t), (body, b)] {
                 for field in [fields.words, fields.ident, fields.gram] {
@@ -759,6 +830,30 @@ mod tests {
             Box::new(searcher.clone()),
             vec![(4.0, title), (1.0, body)],
         );
+        (index, scorer)
+    }
+
+    #[test]
+    fn cached_impacts_score_exactly_like_the_tantivy_query() {
+        let (index, scorer) = titled_index(&[
+            (
+                "NCCL watchdog timeout",
+                "a collective timed out on rank 3 after 600000 ms",
+            ),
+            (
+                "CUDA out of memory",
+                "显存不足 torch.OutOfMemoryError: CUDA out of memory",
+            ),
+            (
+                "ncclInvalidUsage",
+                "Duplicate GPU detected: rank 1 and rank 0 both on cuda:0",
+            ),
+            (
+                "Training hangs",
+                "多卡训练卡住 the job hangs at the end of the first epoch",
+            ),
+        ]);
+        let searcher = scorer.searcher().clone();
 
         for text in [
             "NCCL timeout on rank 3",
@@ -792,6 +887,67 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn champion_lists_keep_each_terms_highest_impacts() {
+        let impact = |doc, score| Impact { doc, score };
+        let all = vec![
+            impact(0, 1.0),
+            impact(2, 3.0),
+            impact(5, 2.0),
+            impact(7, 3.0),
+            impact(9, 0.5),
+        ];
+        let term = TermImpacts::new(all.clone(), 3);
+        // The three highest, by ordinal; of the two at 2.0 and 3.0 ties, the lower
+        // ordinal first.
+        assert_eq!(
+            term.champions(),
+            [impact(2, 3.0), impact(5, 2.0), impact(7, 3.0)]
+        );
+        assert_eq!(*term, *all, "every impact is still there");
+        let few = TermImpacts::new(all.clone(), 5);
+        assert_eq!(
+            few.champions(),
+            all.as_slice(),
+            "a short list is its own champions"
+        );
+        assert_eq!(few.held(), 5, "and is not held twice");
+        assert!(TermImpacts::new(all, 0).champions().is_empty());
+    }
+
+    #[test]
+    fn champion_scores_drop_only_a_common_words_lowest_shares() {
+        // "rank" is in every document, most often in the first: with champion lists of
+        // two, only the two it scores highest in get its share; "watchdog" is in one
+        // document and keeps its share.
+        let docs = [
+            ("rank rank rank", "rank failed"),
+            ("rank rank", "rank"),
+            ("rank", "watchdog rank"),
+            ("other", "rank of a tensor among many other words here"),
+        ];
+        let (index, exact) = titled_index(&docs);
+        let (_, champions) = titled_index(&docs);
+        let champions = champions.with_champions(2);
+        let analysed = Analysed::new(&index, "rank watchdog");
+        let plan = exact.plan(&analysed).unwrap().unwrap();
+        let all = exact.scores(&plan).unwrap();
+        assert_eq!(
+            exact.champion_scores(&plan).unwrap(),
+            all,
+            "few documents: exact"
+        );
+        let plan = champions.plan(&analysed).unwrap().unwrap();
+        let some = champions.champion_scores(&plan).unwrap();
+        assert_eq!(champions.scores(&plan).unwrap(), all);
+        let scored = |s: &[f32], d: usize| s[d] > 0.0;
+        assert!(scored(&some, 0) && scored(&some, 1), "{some:?}");
+        assert_eq!(some[3], 0.0, "its lowest share is left out: {some:?}");
+        assert!(some[2] > 0.0, "watchdog still counts: {some:?}");
+        assert!(some[2] < all[2], "without rank's share: {some:?} {all:?}");
+        assert_eq!(some[0], all[0]);
     }
 
     #[test]
@@ -856,10 +1012,13 @@ mod tests {
     fn plans_leave_out_unknown_terms_and_phrases_holding_them() {
         let index = Index::create_in_ram(Schema::builder().build());
         register_analyzers(&index);
-        let held: Impacts = vec![Impact { doc: 0, score: 1.0 }].into();
+        let held: Impacts = Arc::new(TermImpacts::new(
+            vec![Impact { doc: 0, score: 1.0 }],
+            CHAMPIONS,
+        ));
         let known = |_: FieldKind, t: &str| {
             Ok(if t == "zzz" {
-                Impacts::from([])
+                Arc::new(TermImpacts::new(Vec::new(), CHAMPIONS))
             } else {
                 held.clone()
             })

@@ -78,6 +78,13 @@ impl Passages {
     }
 }
 
+/// The champion lists of an index of `passages` over `entries`: as long per entry as
+/// the main index's.
+fn champions(passages: usize, entries: usize) -> usize {
+    let per_entry = passages.div_ceil(entries.max(1)).max(1);
+    scoring::CHAMPIONS.saturating_mul(per_entry)
+}
+
 /// BM25 statistics over two phrase indexes with the same schema.
 struct Combined {
     own: Searcher,
@@ -188,11 +195,8 @@ impl PhraseIndex {
                 passages.push(ordinal as u32);
             }
         }
-        // Champion lists as long per entry as the main index's.
-        let per_entry = searcher.num_docs().div_ceil(entries.max(1) as u64) as usize;
-        let champions = scoring::CHAMPIONS.saturating_mul(per_entry.max(1));
         let scorer = Scorer::new(searcher.clone(), Box::new(searcher), vec![(1.0, fields)])
-            .with_champions(champions);
+            .with_champions(champions(entry_of.len(), entries));
         Ok(PhraseIndex {
             scorer,
             fields,
@@ -209,7 +213,7 @@ impl PhraseIndex {
             own: own.clone(),
             other: background.scorer.searcher().clone(),
         });
-        let champions = self.scorer.champions();
+        let champions = champions(self.entry_of.len(), self.passages_of.len());
         PhraseIndex {
             scorer: Scorer::new(own, stats, vec![(1.0, self.fields)]).with_champions(champions),
             ..self

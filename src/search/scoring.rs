@@ -480,11 +480,6 @@ impl Scorer {
         Scorer { champions, ..self }
     }
 
-    /// How many impacts a term's champion list holds.
-    pub fn champions(&self) -> usize {
-        self.champions
-    }
-
     /// Number of document ordinals: scores are indexed by ordinal.
     pub fn num_docs(&self) -> usize {
         self.num_docs

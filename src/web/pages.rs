@@ -377,7 +377,7 @@ pub struct MatchView<'a> {
 pub struct DiagnosePage<'a> {
     pub ui: Ui,
     pub text: String,
-    pub diagnosis: Diagnosis,
+    pub diagnosis: &'a Diagnosis,
     /// The answer, when there is one.
     pub top: Option<MatchView<'a>>,
     /// The entry's Fix section, shown inline under the answer.
@@ -437,7 +437,7 @@ fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
             "The paste is empty: paste a traceback or a log into the box.".into(),
         ));
     }
-    let mut diagnosis = served.diagnoser.diagnose_text(&text, 5)?;
+    let diagnosis = served.diagnoser.diagnose_text(&text, 5)?;
     let share = share::link(&text, &diagnosis);
     let kb = served.index.kb();
     let mut views = diagnosis.matches.iter().filter_map(|m| {
@@ -451,13 +451,12 @@ fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
     let fix_html = top
         .as_ref()
         .and_then(|top| section_html(top.entry.html(), "fix"));
-    let closest_hits = std::mem::take(&mut diagnosis.closest);
-    let closest = result_views(kb, &closest_hits);
+    let closest = result_views(kb, &diagnosis.closest);
     render(DiagnosePage {
         ui: Ui::new(lang, share.path.clone()),
         share_url: state.url(&share.path),
         text,
-        diagnosis,
+        diagnosis: &diagnosis,
         top,
         fix_html,
         others,

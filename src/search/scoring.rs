@@ -220,11 +220,15 @@ impl<'a> QueryPlan<'a> {
             return Ok(None);
         }
         let mut plan = QueryPlan::default();
-        let mut push = |kind: FieldKind, term: &'a str, weight: f32| -> Result<bool, SearchError> {
+        let push = |terms: &mut Vec<PlannedTerm<'a>>,
+                    kind: FieldKind,
+                    term: &'a str,
+                    weight: f32|
+         -> Result<bool, SearchError> {
             let impacts = impacts(kind, term)?;
             let known = !impacts.is_empty();
             if known {
-                plan.terms.push(PlannedTerm {
+                terms.push(PlannedTerm {
                     kind,
                     text: term,
                     weight,
@@ -235,10 +239,19 @@ impl<'a> QueryPlan<'a> {
         };
         let mut all_known = true;
         for term in text.distinct_words() {
-            all_known &= push(FieldKind::Words, term, WORD_WEIGHT)?;
+            all_known &= push(&mut plan.terms, FieldKind::Words, term, WORD_WEIGHT)?;
         }
+        // Identifier parts keep stop words (the `is` of `is_initialized`), but a query's
+        // `the` and `of` find nothing worth finding: in a short passage they scored as
+        // much as a content word, and at 100,000 entries each was a long list to add up.
+        // They are looked for only when the query has nothing else.
+        let mut stop_words = Vec::new();
         for term in text.distinct_idents() {
-            push(FieldKind::Ident, term, IDENT_WEIGHT)?;
+            if analysis::is_stop_word(term) {
+                stop_words.push(term);
+            } else {
+                push(&mut plan.terms, FieldKind::Ident, term, IDENT_WEIGHT)?;
+            }
         }
         if all_known && (2..=MAX_PHRASE_TERMS).contains(&text.words.len()) {
             // The words in order: an error string typed as written ranks its entry first.
@@ -248,7 +261,7 @@ impl<'a> QueryPlan<'a> {
         }
         for run in &text.grams {
             if let [gram] = run.as_slice() {
-                push(FieldKind::Gram, gram, GRAM_WEIGHT)?;
+                push(&mut plan.terms, FieldKind::Gram, gram, GRAM_WEIGHT)?;
                 continue;
             }
             let mut known = true;
@@ -261,13 +274,17 @@ impl<'a> QueryPlan<'a> {
                     .push((FieldKind::Gram, positioned, GRAM_WEIGHT));
             }
         }
+        if plan.terms.is_empty() && plan.phrases.is_empty() {
+            for term in stop_words {
+                push(&mut plan.terms, FieldKind::Ident, term, IDENT_WEIGHT)?;
+            }
+        }
         Ok(Some(plan))
     }
 
     /// Every term the plan looks for, by analyzer, but stop words: what a snippet
-    /// should highlight. (Identifier parts keep stop words, `at`, `the`, `of`, which
-    /// score next to nothing; marked, they would mark every `then` and `other` in a
-    /// body.)
+    /// should highlight. (A query of nothing but stop words looks for them as
+    /// identifier parts; marked, they would mark every `then` and `other` in a body.)
     pub fn highlight_terms(&self, kind: FieldKind) -> BTreeSet<&str> {
         let singles = self.terms.iter().filter(|t| t.kind == kind).map(|t| t.text);
         let in_phrases = self
@@ -1030,5 +1047,39 @@ mod tests {
         assert!(one.terms.iter().all(|t| t.text != "zzz"));
         let text = analyse(" ,.; ");
         assert!(QueryPlan::new(&text, &known).unwrap().is_none());
+    }
+
+    #[test]
+    fn plans_look_for_stop_words_only_in_a_query_of_nothing_else() {
+        let index = Index::create_in_ram(Schema::builder().build());
+        register_analyzers(&index);
+        let held = |_: FieldKind, _: &str| {
+            Ok(Arc::new(TermImpacts::new(
+                vec![Impact { doc: 0, score: 1.0 }],
+                CHAMPIONS,
+            )))
+        };
+        let planned = |text: &str| -> Vec<(FieldKind, String)> {
+            let text = Analysed::new(&index, text);
+            let plan = QueryPlan::new(&text, &held).unwrap().unwrap();
+            plan.terms
+                .iter()
+                .map(|t| (t.kind, t.text.to_string()))
+                .collect()
+        };
+        let question = planned("the rank of the process");
+        assert!(question.iter().any(|(_, t)| t == "rank"));
+        assert!(
+            question.iter().all(|(_, t)| t != "the" && t != "of"),
+            "{question:?}"
+        );
+        assert_eq!(
+            planned("the of at"),
+            [
+                (FieldKind::Ident, "at".to_string()),
+                (FieldKind::Ident, "of".to_string()),
+                (FieldKind::Ident, "the".to_string())
+            ]
+        );
     }
 }

@@ -5,7 +5,6 @@
 use std::borrow::Cow;
 use std::cell::OnceCell;
 
-use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::normalize::query_words;
@@ -139,18 +138,105 @@ pub struct Diagnosis {
 #[derive(Clone, Copy)]
 struct Fired {
     signature: usize,
+    weak: bool,
     line: usize,
     span: (usize, usize),
 }
 
 #[derive(Default)]
 struct Candidate {
-    strong: Vec<Fired>,
-    weak: Vec<Fired>,
+    /// Its signatures that fired: a range of `Candidates::fired`.
+    fired: std::ops::Range<usize>,
+    strong: usize,
+    weak: usize,
     on_root: bool,
     text_rank: f32,
     /// Best symptom/title phrase score relative to the best entry's, 0..=1.
     phrase_rank: f32,
+}
+
+/// Every entry with some claim on the paste, by entry (its position in the knowledge
+/// base), and the signatures that fired. A weak wrapper signature that thousands of
+/// entries share makes thousands of candidates: each is a few numbers, not a map
+/// entry with lists of its own.
+struct Candidates {
+    by_entry: Vec<(usize, Candidate)>,
+    /// By entry, then signature.
+    fired: Vec<Fired>,
+}
+
+impl Candidates {
+    /// The candidates of the signatures fired (`matches`, by entry, then signature),
+    /// of the full-text hits and of the closest phrases (entry, rank relative to the
+    /// best, each).
+    fn new(
+        matches: impl IntoIterator<Item = (usize, Fired, bool)>,
+        text: &[(usize, f32)],
+        phrases: &[(usize, f32)],
+    ) -> Candidates {
+        let mut by_entry: Vec<(usize, Candidate)> = Vec::new();
+        let mut fired = Vec::new();
+        for (entry, f, on_root) in matches {
+            if by_entry.last().is_none_or(|(e, _)| *e != entry) {
+                debug_assert!(by_entry.last().is_none_or(|(e, _)| *e < entry));
+                let at = fired.len();
+                by_entry.push((
+                    entry,
+                    Candidate {
+                        fired: at..at,
+                        ..Candidate::default()
+                    },
+                ));
+            }
+            let c = &mut by_entry.last_mut().expect("pushed above").1;
+            if f.weak {
+                c.weak += 1;
+            } else {
+                c.strong += 1;
+                c.on_root |= on_root;
+            }
+            fired.push(f);
+            c.fired.end = fired.len();
+        }
+        let signed = by_entry.len();
+        for (list, is_text) in [(text, true), (phrases, false)] {
+            for &(entry, rank) in list {
+                let at = match by_entry[..signed].binary_search_by_key(&entry, |c| c.0) {
+                    Ok(at) => at,
+                    Err(_) => match by_entry[signed..].iter().position(|c| c.0 == entry) {
+                        Some(at) => signed + at,
+                        None => {
+                            by_entry.push((entry, Candidate::default()));
+                            by_entry.len() - 1
+                        }
+                    },
+                };
+                let c = &mut by_entry[at].1;
+                if is_text {
+                    c.text_rank = rank;
+                } else {
+                    c.phrase_rank = rank;
+                }
+            }
+        }
+        by_entry.sort_by_key(|c| c.0);
+        Candidates { by_entry, fired }
+    }
+
+    fn get(&self, entry: usize) -> &Candidate {
+        let at = self
+            .by_entry
+            .binary_search_by_key(&entry, |c| c.0)
+            .expect("a candidate");
+        &self.by_entry[at].1
+    }
+
+    /// The signatures of `c` that fired, strong ones first.
+    fn fired(&self, c: &Candidate) -> impl Iterator<Item = &Fired> {
+        let fired = &self.fired[c.fired.clone()];
+        let strong = fired.iter().filter(|f| !f.weak);
+        strong.chain(fired.iter().filter(|f| f.weak))
+    }
 }
 
 pub(super) fn diagnose(
@@ -164,42 +250,30 @@ pub(super) fn diagnose(
     let line_of = |offset: usize| starts.partition_point(|&s| s <= offset).saturating_sub(1);
     let root_lines = root_line_range(&parsed);
 
-    // By entry; the order of iteration does not matter (scores break ties by entry).
-    let mut candidates: FxHashMap<usize, Candidate> = FxHashMap::default();
-    for m in kb.signatures().matches(&text) {
-        let c = candidates.entry(m.entry).or_default();
+    let fired = kb.signatures().matches(&text).into_iter().map(|m| {
         let line = line_of(m.start);
         let line_start = starts[line];
         let line_end = line_start + paste.lines[line].text.len();
         let fired = Fired {
             signature: m.signature,
+            weak: m.weak,
             line,
             span: (m.start - line_start, m.end.min(line_end) - line_start),
         };
-        if m.weak {
-            c.weak.push(fired);
-        } else {
-            c.strong.push(fired);
-            if root_lines.contains(&line) {
-                c.on_root = true;
-            }
-        }
-    }
+        (m.entry, fired, root_lines.contains(&line))
+    });
 
     let lines = LineWords::new(paste);
     let query = text_query(paste, &lines, &parsed);
     let analysed = index.analyse(&query.text);
-    let hits = index.rank(&analysed, TEXT_CANDIDATES)?;
-    let top_text = hits.first().map_or(0.0, |h| h.1);
-    for &(entry, score) in &hits {
-        candidates.entry(entry).or_default().text_rank = score / top_text.max(f32::EPSILON);
-    }
-
-    let phrases = index.match_phrases(&analysed)?;
-    let top_phrase = phrases.first().map_or(0.0, |p| p.1);
-    for &(entry, score) in phrases.iter().take(TEXT_CANDIDATES) {
-        candidates.entry(entry).or_default().phrase_rank = score / top_phrase.max(f32::EPSILON);
-    }
+    let relative = |ranked: &[(usize, f32)]| -> Vec<(usize, f32)> {
+        let top = ranked.first().map_or(0.0, |h| h.1).max(f32::EPSILON);
+        let best = ranked.iter().take(TEXT_CANDIDATES);
+        best.map(|&(entry, score)| (entry, score / top)).collect()
+    };
+    let hits = relative(&index.rank(&analysed, TEXT_CANDIDATES)?);
+    let phrases = relative(&index.match_phrases(&analysed)?);
+    let candidates = Candidates::new(fired, &hits, &phrases);
 
     let query_terms = index.query_terms(&analysed)?;
     // Every score but the vocabulary share (at most `COVERAGE`), best first: only the
@@ -208,25 +282,36 @@ pub(super) fn diagnose(
     // thousands of candidates in a large knowledge base.
     let wanted = limit.max(ANSWER_CANDIDATES) + 1;
     let mut partial: Vec<(usize, f32)> = candidates
+        .by_entry
         .iter()
         .map(|(entry, c)| {
-            let score = STRONG * c.strong.len().min(3) as f32
-                + WEAK * c.weak.len().min(2) as f32
+            let score = STRONG * c.strong.min(3) as f32
+                + WEAK * c.weak.min(2) as f32
                 + if c.on_root { ON_ROOT_CAUSE } else { 0.0 }
                 + TEXT_RANK * c.text_rank
                 + PHRASE_RANK * c.phrase_rank;
             (*entry, score)
         })
         .collect();
-    partial.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    // In order, best first; only the head as a rule (the rest once the loop gets there).
+    let best_first = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    let head = (4 * wanted).min(partial.len());
+    if head < partial.len() {
+        partial.select_nth_unstable_by(head, best_first);
+    }
+    partial[..head].sort_by(best_first);
     // (entry, score, vocabulary share).
     let mut scored: Vec<(usize, f32, f32)> = Vec::with_capacity(wanted + 1);
-    for (entry, partial) in partial {
-        if scored.len() >= wanted && partial + COVERAGE < scored[wanted - 1].1 {
+    for i in 0..partial.len() {
+        if i == head {
+            partial[head..].sort_by(best_first);
+        }
+        let (entry, without_coverage) = partial[i];
+        if scored.len() >= wanted && without_coverage + COVERAGE < scored[wanted - 1].1 {
             break;
         }
         let coverage = index.coverage(&query_terms, &kb.entries()[entry].slug);
-        let score = partial + COVERAGE * coverage;
+        let score = without_coverage + COVERAGE * coverage;
         let at = scored.partition_point(|s| s.1 > score || (s.1 == score && s.0 < entry));
         scored.insert(at, (entry, score, coverage));
         scored.truncate(wanted);
@@ -244,21 +329,21 @@ pub(super) fn diagnose(
     // top few, so a candidate with a weaker claim cannot hide a well-supported one.
     let mut answer = None;
     for (position, (entry, _, coverage)) in scored.iter().enumerate().take(ANSWER_CANDIDATES) {
-        let c = &candidates[entry];
-        let answerable = if !c.strong.is_empty() {
+        let c = candidates.get(*entry);
+        let answerable = if c.strong > 0 {
             true
         } else if let Some(root_terms) = &root_terms {
             // An error the entry does not explain is not its problem, however similar
             // the rest of the log looks.
             let explained = index.explains(root_terms, &kb.entries()[*entry].slug)?;
-            let needed = if c.weak.is_empty() {
+            let needed = if c.weak == 0 {
                 ROOT_MESSAGE_COVERAGE
             } else {
                 ROOT_MESSAGE_COVERAGE_WEAK
             };
             explained >= needed
         } else {
-            !c.weak.is_empty()
+            c.weak > 0
                 || ((c.text_rank >= 0.8 || c.phrase_rank >= 0.8) && *coverage >= TEXT_ONLY_COVERAGE)
         };
         if answerable {
@@ -281,21 +366,19 @@ pub(super) fn diagnose(
     let evidence_lines =
         || evidence_lines.get_or_init(|| EvidenceLines::new(index, &lines, &query, &analysed));
     if verdict == Verdict::Matched {
-        let second = scored
-            .get(1)
-            .map(|s| (s.1, !candidates[&s.0].strong.is_empty()));
+        let second = scored.get(1).map(|s| (s.1, candidates.get(s.0).strong > 0));
         for (rank, (entry, score, coverage)) in scored.iter().take(limit).enumerate() {
-            let c = &candidates[entry];
+            let c = candidates.get(*entry);
             let confidence = if rank == 0 {
                 top_confidence(c, *score, *coverage, second)
-            } else if !c.strong.is_empty() {
+            } else if c.strong > 0 {
                 Confidence::Medium
             } else {
                 Confidence::Low
             };
             let entry = &kb.entries()[*entry];
             let shared = || index.shared_terms(&query_terms, &entry.slug);
-            let evidence = evidence(paste, evidence_lines, c, entry, shared);
+            let evidence = evidence(paste, evidence_lines, candidates.fired(c), entry, shared);
             matches.push(Match {
                 slug: entry.slug.clone(),
                 score: *score,
@@ -334,9 +417,9 @@ fn top_confidence(
 ) -> Confidence {
     let margin = second.map_or(score, |(s, _)| score - s);
     let rival_has_signature = second.is_some_and(|(_, strong)| strong);
-    if !c.strong.is_empty() && (!rival_has_signature || margin >= STRONG * 0.8) {
+    if c.strong > 0 && (!rival_has_signature || margin >= STRONG * 0.8) {
         Confidence::High
-    } else if !c.strong.is_empty() || coverage >= 0.6 || (!c.weak.is_empty() && coverage >= 0.4) {
+    } else if c.strong > 0 || coverage >= 0.6 || (c.weak > 0 && coverage >= 0.4) {
         Confidence::Medium
     } else {
         Confidence::Low
@@ -584,37 +667,36 @@ fn word_hash(word: &str) -> u64 {
     rustc_hash::FxBuildHasher.hash_one(word)
 }
 
-fn evidence<'a>(
+fn evidence<'a, 'f>(
     paste: &Paste,
     evidence_lines: impl FnOnce() -> &'a EvidenceLines<'a>,
-    c: &Candidate,
+    fired: impl Iterator<Item = &'f Fired>,
     entry: &crate::kb::Entry,
     matched_terms: impl FnOnce() -> Vec<String>,
 ) -> Vec<Evidence> {
     let mut out = Vec::new();
     let mut signature_lines = Vec::new();
-    for (list, kind) in [
-        (&c.strong, EvidenceKind::Signature),
-        (&c.weak, EvidenceKind::WeakSignature),
-    ] {
-        for fired in list.iter() {
-            if out.len() >= MAX_EVIDENCE {
-                break;
-            }
-            let Some(l) = paste.lines.get(fired.line) else {
-                continue;
-            };
-            signature_lines.push(fired.line);
-            let (text, span) = clip_around(&l.text, fired.span);
-            out.push(Evidence {
-                line: l.number,
-                text,
-                kind,
-                signature: Some(entry.signatures[fired.signature].as_str().to_string()),
-                terms: Vec::new(),
-                span: Some(span),
-            });
+    for fired in fired {
+        if out.len() >= MAX_EVIDENCE {
+            break;
         }
+        let kind = match fired.weak {
+            false => EvidenceKind::Signature,
+            true => EvidenceKind::WeakSignature,
+        };
+        let Some(l) = paste.lines.get(fired.line) else {
+            continue;
+        };
+        signature_lines.push(fired.line);
+        let (text, span) = clip_around(&l.text, fired.span);
+        out.push(Evidence {
+            line: l.number,
+            text,
+            kind,
+            signature: Some(entry.signatures[fired.signature].as_str().to_string()),
+            terms: Vec::new(),
+            span: Some(span),
+        });
     }
     // No signature: show the lines that share the most of the entry's rare words.
     let matched_terms = if out.is_empty() {
@@ -694,6 +776,41 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn candidates_join_signatures_text_hits_and_phrases_by_entry() {
+        let fired = |signature, weak, line| Fired {
+            signature,
+            weak,
+            line,
+            span: (0, 1),
+        };
+        // Entry 2: a weak signature, then a strong one on the root cause; entry 7: weak
+        // only; entry 4 is a text hit and entry 9 a closest phrase, with no signature.
+        let matches = [
+            (2, fired(0, true, 5), false),
+            (2, fired(1, false, 9), true),
+            (7, fired(0, true, 5), false),
+        ];
+        let candidates = Candidates::new(matches, &[(4, 1.0), (2, 0.5)], &[(9, 1.0), (4, 0.25)]);
+        let entries: Vec<usize> = candidates.by_entry.iter().map(|c| c.0).collect();
+        assert_eq!(entries, [2, 4, 7, 9]);
+        let two = candidates.get(2);
+        assert_eq!((two.strong, two.weak, two.on_root), (1, 1, true));
+        assert_eq!(two.text_rank, 0.5);
+        let lines: Vec<usize> = candidates.fired(two).map(|f| f.line).collect();
+        assert_eq!(lines, [9, 5], "strong signatures first");
+        let four = candidates.get(4);
+        assert_eq!((four.strong, four.weak), (0, 0));
+        assert_eq!((four.text_rank, four.phrase_rank), (1.0, 0.25));
+        assert_eq!(candidates.fired(four).count(), 0);
+        let seven = candidates.get(7);
+        assert_eq!(
+            (seven.weak, seven.on_root, seven.text_rank),
+            (1, false, 0.0)
+        );
+        assert_eq!(candidates.get(9).phrase_rank, 1.0);
+    }
 
     /// Lines of words (from a small vocabulary, so lines share words), as
     /// `EvidenceLines::new` lays them out.

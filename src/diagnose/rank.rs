@@ -174,8 +174,10 @@ impl Candidates {
         text: &[(usize, f32)],
         phrases: &[(usize, f32)],
     ) -> Candidates {
-        let mut by_entry: Vec<(usize, Candidate)> = Vec::new();
-        let mut fired = Vec::new();
+        let matches = matches.into_iter();
+        let mut by_entry: Vec<(usize, Candidate)> =
+            Vec::with_capacity(matches.size_hint().0 + text.len() + phrases.len());
+        let mut fired = Vec::with_capacity(matches.size_hint().0);
         for (entry, f, on_root) in matches {
             if by_entry.last().is_none_or(|(e, _)| *e != entry) {
                 debug_assert!(by_entry.last().is_none_or(|(e, _)| *e < entry));

@@ -340,7 +340,9 @@ impl SignatureSet {
         // Work here follows what the text holds, not the size of the set: a knowledge
         // base of 100,000 entries costs a paste no more than one of 60, past the scan.
         let mut found = Vec::new();
-        let mut literal_seen: FxHashSet<usize> = FxHashSet::default();
+        // The runs (group, run) whose literal signatures fired: all of a run's fire at
+        // its first hit as written (thousands, for a message that many entries quote).
+        let mut runs_fired: FxHashSet<(usize, u32)> = FxHashSet::default();
         // The regexes worth running, with where their literals were found (`None` once
         // they must search the whole text).
         let mut wanted: FxHashMap<usize, Option<Vec<usize>>> = FxHashMap::default();
@@ -366,12 +368,13 @@ impl SignatureSet {
                         *written
                             .get_or_insert_with(|| text.as_bytes()[m.start()..].starts_with(needle))
                     };
+                    let settled = runs_fired.contains(&(g, r));
+                    let mut literals = 0;
                     for &id in ids {
                         match self.patterns[id] {
                             Pattern::Literal(entry, signature, weak) => {
-                                if !literal_seen.contains(&id) && as_written() {
-                                    literal_seen.insert(id);
-                                    *fired.entry(g).or_default() += 1;
+                                if !settled && as_written() {
+                                    literals += 1;
                                     found.push(SignatureMatch {
                                         entry,
                                         signature,
@@ -397,6 +400,10 @@ impl SignatureSet {
                             Pattern::Folding => folding = true,
                             Pattern::Prefilter { .. } => {}
                         }
+                    }
+                    if literals > 0 {
+                        runs_fired.insert((g, r));
+                        *fired.entry(g).or_default() += literals;
                     }
                 }
             }

@@ -657,30 +657,48 @@ impl Scorer {
     /// are also identifier parts spelled the same, held by much the same documents: the
     /// two are one list of both weighed impacts added by document (built once and
     /// cached), so that a document holding both is added to once. At 100,000 entries
-    /// that was a third of what a paste added up.
+    /// that was a third of what a paste added up. Lists shorter than `TWIN_MIN` stay
+    /// apart: looking their sum up would cost more than it saves.
     fn lists(&self, plan: &QueryPlan, champions: bool) -> Vec<(f32, Impacts)> {
-        let words: FxHashMap<&str, &PlannedTerm> = plan
+        let long = |t: &PlannedTerm| {
+            let len = match champions {
+                true => t.impacts.champions().len(),
+                false => t.impacts.len(),
+            };
+            len >= TWIN_MIN
+        };
+        // The plan's words come first, sorted as strings (see `QueryPlan::new`).
+        let words = plan
             .terms
             .iter()
-            .filter(|t| t.kind == FieldKind::Words)
-            .map(|t| (t.text, t))
-            .collect();
-        let idents: FxHashMap<&str, &PlannedTerm> = plan
-            .terms
-            .iter()
-            .filter(|t| t.kind == FieldKind::Ident && words.contains_key(t.text))
-            .map(|t| (t.text, t))
-            .collect();
+            .position(|t| t.kind != FieldKind::Words)
+            .unwrap_or(plan.terms.len());
+        debug_assert!(plan.terms[..words].is_sorted_by_key(|t| t.text));
+        // The identifier part spelled the same as each word, if any; and which parts
+        // are added with their word.
+        let mut twin: Vec<Option<usize>> = vec![None; words];
+        let mut paired = vec![false; plan.terms.len()];
+        for (i, ident) in plan.terms.iter().enumerate().skip(words) {
+            if ident.kind != FieldKind::Ident || !long(ident) {
+                continue;
+            }
+            let word = plan.terms[..words].binary_search_by_key(&ident.text, |t| t.text);
+            if let Ok(w) = word
+                && long(&plan.terms[w])
+            {
+                twin[w] = Some(i);
+                paired[i] = true;
+            }
+        }
         let mut lists = Vec::with_capacity(plan.terms.len());
-        for term in &plan.terms {
-            match term.kind {
-                FieldKind::Words => match idents.get(term.text) {
-                    Some(ident) => lists.push((1.0, self.twins(term, ident, champions))),
-                    None => lists.push((term.weight, term.impacts.clone())),
-                },
+        for (i, term) in plan.terms.iter().enumerate() {
+            match twin.get(i).copied().flatten() {
+                Some(ident) => {
+                    lists.push((1.0, self.twins(term, &plan.terms[ident], champions)));
+                }
+                None if !paired[i] => lists.push((term.weight, term.impacts.clone())),
                 // Added with the word spelled the same.
-                FieldKind::Ident if idents.contains_key(term.text) => {}
-                _ => lists.push((term.weight, term.impacts.clone())),
+                None => {}
             }
         }
         lists
@@ -891,6 +909,10 @@ fn rank_key(score: f32, ordinal: u32) -> u64 {
     (u64::from(score.to_bits()) << 32) | u64::from(u32::MAX - ordinal)
 }
 
+/// The shortest lists of a word and of its identifier part that are added up as one
+/// (see `Scorer::lists`).
+const TWIN_MIN: usize = 64;
+
 /// Scores `top` rules out at once when none is above the bar.
 const CHUNK: usize = 64;
 
@@ -1082,15 +1104,22 @@ mod tests {
 
     #[test]
     fn a_word_and_its_identifier_part_add_up_as_one_list() {
-        let docs = [
-            ("rank rank rank", "rank failed in process_group"),
-            ("rank rank", "rank"),
-            ("watchdog", "watchdog rank"),
-            ("other", "rank of a tensor among many other words here"),
-        ];
+        // "rank" and "watchdog" are in more documents than `TWIN_MIN`, "failed" in one.
+        let docs: Vec<(String, String)> = (0..TWIN_MIN + 16)
+            .map(|i| match i % 3 {
+                0 => ("rank ".repeat(1 + i % 4), "watchdog rank".to_string()),
+                1 => ("watchdog".to_string(), format!("rank {i} watchdog")),
+                _ => (
+                    "other".to_string(),
+                    "rank of a tensor, watchdog".to_string(),
+                ),
+            })
+            .chain([("rank".to_string(), "failed in process_group".to_string())])
+            .collect();
+        let docs: Vec<(&str, &str)> = docs.iter().map(|(t, b)| (t.as_str(), b.as_str())).collect();
         let (index, scorer) = titled_index(&docs);
-        let scorer = scorer.with_champions(2);
-        let analysed = Analysed::new(&index, "watchdog rank process_group");
+        let scorer = scorer.with_champions(TWIN_MIN + 8);
+        let analysed = Analysed::new(&index, "watchdog rank failed process_group");
         let plan = scorer.plan(&analysed).unwrap().unwrap();
         for champions in [false, true] {
             // Each term's list on its own.
@@ -1118,8 +1147,14 @@ mod tests {
             for (a, b) in each.iter().zip(&summed) {
                 assert!((a - b).abs() <= 1e-5 * a.max(*b), "{each:?} {summed:?}");
             }
-            // "rank" and "watchdog" are words and identifier parts: one list each.
+            // "rank" and "watchdog" are words and identifier parts: one list each; the
+            // short lists of "failed" stay apart.
             assert_eq!(lists.len(), plan.terms.len() - 2, "{:?}", plan.terms);
+            assert!(
+                plan.terms
+                    .iter()
+                    .any(|t| t.text == "fail" && t.kind == FieldKind::Ident)
+            );
         }
     }
 

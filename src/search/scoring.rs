@@ -36,6 +36,9 @@ use super::schema::PartFields;
 pub const MAX_QUERY_TERMS: usize = 160;
 /// Longest word sequence tried as an exact phrase.
 const MAX_PHRASE_TERMS: usize = 16;
+/// A text of more identifier parts than this is long (a paste, not a question): its
+/// stop words are left out of its plan (see `QueryPlan::new`).
+const LONG_QUERY_WORDS: usize = 32;
 /// How much the parts other than the best one add to a term's score.
 const TIE_BREAKER: f32 = 0.1;
 /// Weights of the three kinds of term: whole words count most; identifier parts and
@@ -241,13 +244,15 @@ impl<'a> QueryPlan<'a> {
         for term in text.distinct_words() {
             all_known &= push(&mut plan.terms, FieldKind::Words, term, WORD_WEIGHT)?;
         }
-        // Identifier parts keep stop words (the `is` of `is_initialized`), but a query's
-        // `the` and `of` find nothing worth finding: in a short passage they scored as
-        // much as a content word, and at 100,000 entries each was a long list to add up.
-        // They are looked for only when the query has nothing else.
+        // Identifier parts keep stop words (the `is` of `is_initialized`). In a question
+        // they count ("uses more memory than the others"), but in a long text (a paste)
+        // its `the` and `of` find nothing worth finding: in a short passage they scored
+        // as much as a content word, and at 100,000 entries each was a long list to add
+        // up. There they are looked for only when the text has nothing else.
+        let long = text.idents.len() > LONG_QUERY_WORDS;
         let mut stop_words = Vec::new();
         for term in text.distinct_idents() {
-            if analysis::is_stop_word(term) {
+            if long && analysis::is_stop_word(term) {
                 stop_words.push(term);
             } else {
                 push(&mut plan.terms, FieldKind::Ident, term, IDENT_WEIGHT)?;
@@ -1246,7 +1251,7 @@ mod tests {
     }
 
     #[test]
-    fn plans_look_for_stop_words_only_in_a_query_of_nothing_else() {
+    fn long_texts_look_for_stop_words_only_when_they_have_nothing_else() {
         let index = Index::create_in_ram(Schema::builder().build());
         register_analyzers(&index);
         let held = |_: FieldKind, _: &str| {
@@ -1264,10 +1269,13 @@ mod tests {
                 .collect()
         };
         let question = planned("the rank of the process");
-        assert!(question.iter().any(|(_, t)| t == "rank"));
+        assert!(question.iter().any(|(_, t)| t == "of"), "{question:?}");
+        let paste = "the rank of the process failed with a timeout\n".repeat(8);
+        let paste = planned(&paste);
+        assert!(paste.iter().any(|(_, t)| t == "rank"));
         assert!(
-            question.iter().all(|(_, t)| t != "the" && t != "of"),
-            "{question:?}"
+            paste.iter().all(|(_, t)| t != "the" && t != "of"),
+            "{paste:?}"
         );
         assert_eq!(
             planned("the of at"),

@@ -26,7 +26,7 @@ use phrases::{Passages, PhraseIndex};
 use schema::{ENTRY, Fields, Part};
 pub use scoring::Analysed;
 pub use scoring::MAX_QUERY_TERMS;
-use scoring::{FieldKind, Impacts, QueryPlan, Scorer};
+use scoring::{FieldKind, Impacts, QueryPlan, Scorer, Scoring};
 use snippet::Highlighter;
 pub use store::IndexStore;
 
@@ -93,16 +93,6 @@ pub struct SearchIndex {
 
 /// Searches whose answers are kept (each a few kilobytes).
 const CACHED_SEARCHES: usize = 1024;
-
-/// How a ranking adds up its terms' scores.
-#[derive(Clone, Copy)]
-enum Scoring {
-    /// Every impact: search, where a reader compares the whole list.
-    Exact,
-    /// Each term's champion list: diagnosis, where signatures and the paste's
-    /// structure carry most of the answer and a long paste holds many common words.
-    Champions,
-}
 
 /// A text's distinct analysed terms and their weights (see `SearchIndex::query_terms`).
 #[derive(Debug, Clone, Default)]
@@ -242,7 +232,7 @@ impl SearchIndex {
 
     /// The best `limit` entries for an analysed text, as (position in `kb().entries()`,
     /// score): the ranking of `search`, without snippets, and scored from champion
-    /// lists (see `Scorer::champion_scores`): the same as `search`'s up to `CHAMPIONS`
+    /// lists (see `Scoring::Champions`): the same as `search`'s up to `CHAMPIONS`
     /// entries, and a long paste's many common words cost little in a larger kb.
     pub fn rank(&self, text: &Analysed, limit: usize) -> Result<Vec<(usize, f32)>, SearchError> {
         self.ranked(
@@ -286,10 +276,7 @@ impl SearchIndex {
         };
         Ok(match plan {
             Some(plan) => {
-                let mut scores = match scoring {
-                    Scoring::Exact => self.scorer.scores(plan)?,
-                    Scoring::Champions => self.scorer.champion_scores(plan)?,
-                };
+                let mut scores = self.scorer.scores_by(plan, scoring)?;
                 if tag.is_some() {
                     for (ordinal, score) in scores.iter_mut().enumerate() {
                         if !has_tag(self.entry_of[ordinal]) {

@@ -11,7 +11,7 @@ use tantivy::{DocSet, Index, Searcher, TERMINATED, TantivyDocument, Term};
 
 use super::analysis::Segmenter;
 use super::schema::{ENTRY, PartFields, indexed_text};
-use super::scoring::{self, Analysed, Scorer};
+use super::scoring::{self, Analysed, Scorer, Scoring};
 use super::{
     SearchError, analysis, entries_by_ordinal, register_analyzers, register_analyzers_with,
     searcher, write_once,
@@ -220,10 +220,10 @@ impl PhraseIndex {
         }
     }
 
-    /// Scored from champion lists (see `Scorer::champion_scores`).
+    /// Scored from champion lists (see `Scoring::Champions`).
     fn scores(&self, text: &Analysed) -> Result<Vec<f32>, SearchError> {
         match self.scorer.plan(text)? {
-            Some(plan) => self.scorer.champion_scores(&plan),
+            Some(plan) => self.scorer.scores_by(&plan, Scoring::Champions),
             None => Ok(Vec::new()),
         }
     }

@@ -55,10 +55,26 @@ const GRAM_WEIGHT: f32 = 0.8;
 const CACHE_BUDGET: u64 = 4 << 20;
 const CACHE_PER_DOC: u64 = 256;
 const CACHE_SHARDS: usize = 8;
-/// The champion list of a term (see `Scorer::champion_scores`): its highest impacts in
+/// The champion list of a term (see `Scoring::Champions`): its highest impacts in
 /// this many documents (per entry: an index of passages gets as many per entry as it
 /// has passages per entry). A knowledge base of no more entries scores exactly.
 pub const CHAMPIONS: usize = 4096;
+
+/// How a ranking adds up its terms' scores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scoring {
+    /// Every impact: search, where a reader compares the whole list.
+    Exact,
+    /// Each term's champion list: diagnosis, where signatures and the paste's
+    /// structure carry most of the answer and a long paste holds many common words.
+    /// Each term adds to the documents it scores highest in, at most `champions` of
+    /// them: exactly `Exact` while no term is held by more documents than that (any
+    /// knowledge base of up to `CHAMPIONS` entries); in a larger one, a common word no
+    /// longer adds its small share to most documents, which was most of the cost of
+    /// ranking a long paste. Documents that score only by many such shares can rank
+    /// lower than they should.
+    Champions,
+}
 
 /// Which analyzer a term came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -377,6 +393,14 @@ impl TermImpacts {
         self.champions.as_deref().unwrap_or(&self.all)
     }
 
+    /// The impacts `scoring` adds up: all of them, or the champions.
+    pub fn list(&self, scoring: Scoring) -> &[Impact] {
+        match scoring {
+            Scoring::Exact => &self.all,
+            Scoring::Champions => self.champions(),
+        }
+    }
+
     /// Impacts held, the champions' copies included: what the term costs in memory.
     fn held(&self) -> usize {
         self.all.len() + self.champions.as_ref().map_or(0, |c| c.len())
@@ -405,8 +429,8 @@ enum Listed {
     /// One analyzer's term: its impacts and champions.
     Term(FieldKind),
     /// A word and the identifier part spelled the same, weighed and added together
-    /// (see `Scorer::lists`): every impact of both, or (`champions`) their champions'.
-    Twins { champions: bool },
+    /// (see `Scorer::lists`): the lists of both that the scoring adds up.
+    Twins(Scoring),
 }
 
 /// A cached list: what it holds and the term's text.
@@ -477,7 +501,7 @@ pub struct Scorer {
     /// The ordinal of each segment's first document.
     bases: Vec<u32>,
     num_docs: usize,
-    /// How many of a term's impacts its champion list holds (see `champion_scores`).
+    /// How many of a term's impacts its champion list holds (see `Scoring::Champions`).
     champions: usize,
     cache: TermCache,
 }
@@ -541,9 +565,9 @@ impl Scorer {
 
     /// The term's score in each document that holds it, by ordinal.
     pub fn impacts(&self, kind: FieldKind, term: &str) -> Result<Impacts, SearchError> {
-        let kind_listed = Listed::Term(kind);
+        let listed = Listed::Term(kind);
         if let Some(found) = self.cache.get(&TermRef {
-            kind: kind_listed,
+            kind: listed,
             text: term,
         }) {
             return Ok(found);
@@ -557,7 +581,7 @@ impl Scorer {
         // lookup per part. Its key is weighed like any other (see `ImpactsWeight`), so
         // the endless new words of queries cannot grow memory past the budget.
         let key = TermKey {
-            kind: kind_listed,
+            kind: listed,
             text: term.into(),
         };
         self.cache.insert(key, impacts.clone());
@@ -617,30 +641,12 @@ impl Scorer {
             .collect())
     }
 
-    /// The plan's score for every document, by ordinal (0 where nothing matched).
-    pub fn scores(&self, plan: &QueryPlan) -> Result<Vec<f32>, SearchError> {
-        self.scores_from(plan, false)
-    }
-
-    /// The plan's scores from each term's champion list only: each term adds to the
-    /// documents it scores highest in, at most `champions` of them. Exactly `scores`
-    /// while no term is held by more documents than that (any knowledge base of up to
-    /// `CHAMPIONS` entries); in a larger one, a common word no longer adds its small
-    /// share to most documents, which was most of the cost of ranking a long paste.
-    /// Documents that score only by many such shares can rank lower than they should.
-    pub fn champion_scores(&self, plan: &QueryPlan) -> Result<Vec<f32>, SearchError> {
-        self.scores_from(plan, true)
-    }
-
-    fn scores_from(&self, plan: &QueryPlan, champions: bool) -> Result<Vec<f32>, SearchError> {
+    /// The plan's score for every document, by ordinal (0 where nothing matched), from
+    /// every impact or each term's champion list (see `Scoring`).
+    pub fn scores_by(&self, plan: &QueryPlan, scoring: Scoring) -> Result<Vec<f32>, SearchError> {
         let mut scores = vec![0.0f32; self.num_docs];
-        for (weight, impacts) in self.lists(plan, champions) {
-            let impacts: &[Impact] = if champions {
-                impacts.champions()
-            } else {
-                &impacts
-            };
-            for impact in impacts {
+        for (weight, impacts) in self.lists(plan, scoring) {
+            for impact in impacts.list(scoring) {
                 scores[impact.doc as usize] += weight * impact.score;
             }
         }
@@ -664,14 +670,8 @@ impl Scorer {
     /// cached), so that a document holding both is added to once. At 100,000 entries
     /// that was a third of what a paste added up. Lists shorter than `TWIN_MIN` stay
     /// apart: looking their sum up would cost more than it saves.
-    fn lists(&self, plan: &QueryPlan, champions: bool) -> Vec<(f32, Impacts)> {
-        let long = |t: &PlannedTerm| {
-            let len = match champions {
-                true => t.impacts.champions().len(),
-                false => t.impacts.len(),
-            };
-            len >= TWIN_MIN
-        };
+    fn lists(&self, plan: &QueryPlan, scoring: Scoring) -> Vec<(f32, Impacts)> {
+        let long = |t: &PlannedTerm| t.impacts.list(scoring).len() >= TWIN_MIN;
         // The plan's words come first, sorted as strings (see `QueryPlan::new`).
         let words = plan
             .terms
@@ -699,7 +699,7 @@ impl Scorer {
         for (i, term) in plan.terms.iter().enumerate() {
             match twin.get(i).copied().flatten() {
                 Some(ident) => {
-                    lists.push((1.0, self.twins(term, &plan.terms[ident], champions)));
+                    lists.push((1.0, self.twins(term, &plan.terms[ident], scoring)));
                 }
                 None if !paired[i] => lists.push((term.weight, term.impacts.clone())),
                 // Added with the word spelled the same.
@@ -710,27 +710,20 @@ impl Scorer {
     }
 
     /// `word`'s and `ident`'s impacts (the same text), each times its weight, added by
-    /// document: every impact, or with `champions` the champions of each (so that the
-    /// sum is what adding up the two champion lists gives). Cached like a term.
-    fn twins(&self, word: &PlannedTerm, ident: &PlannedTerm, champions: bool) -> Impacts {
-        let kind = Listed::Twins { champions };
+    /// document: the lists of each that `scoring` adds up (so that the sum is what
+    /// adding up the two gives). Cached like a term.
+    fn twins(&self, word: &PlannedTerm, ident: &PlannedTerm, scoring: Scoring) -> Impacts {
+        let kind = Listed::Twins(scoring);
         if let Some(found) = self.cache.get(&TermRef {
             kind,
             text: word.text,
         }) {
             return found;
         }
-        fn pick(impacts: &TermImpacts, champions: bool) -> &[Impact] {
-            if champions {
-                impacts.champions()
-            } else {
-                impacts
-            }
-        }
         let added = added(
-            pick(&word.impacts, champions),
+            word.impacts.list(scoring),
             word.weight,
-            pick(&ident.impacts, champions),
+            ident.impacts.list(scoring),
             ident.weight,
         );
         let impacts = Arc::new(TermImpacts {
@@ -790,37 +783,53 @@ fn phrase_query(field: Field, terms: &[(usize, String)]) -> Box<dyn Query> {
     ))
 }
 
-/// `a` times `weight_a` and `b` times `weight_b`, added by document; both by ordinal,
-/// and so is the result.
-fn added(a: &[Impact], weight_a: f32, b: &[Impact], weight_b: f32) -> Vec<Impact> {
-    let weighed = |i: &Impact, weight: f32| Impact {
-        doc: i.doc,
-        score: weight * i.score,
-    };
-    let mut out = Vec::with_capacity(a.len().max(b.len()));
+/// Walks two lists sorted by ordinal (`ordinal_a`, `ordinal_b`) together: `each` is
+/// called once per ordinal either holds, in order, with its item in each.
+fn by_ordinal<A, B>(
+    a: &[A],
+    b: &[B],
+    ordinal_a: impl Fn(&A) -> u32,
+    ordinal_b: impl Fn(&B) -> u32,
+    mut each: impl FnMut(Option<&A>, Option<&B>),
+) {
     let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {
-        match a[i].doc.cmp(&b[j].doc) {
+        match ordinal_a(&a[i]).cmp(&ordinal_b(&b[j])) {
             std::cmp::Ordering::Less => {
-                out.push(weighed(&a[i], weight_a));
+                each(Some(&a[i]), None);
                 i += 1;
             }
             std::cmp::Ordering::Greater => {
-                out.push(weighed(&b[j], weight_b));
+                each(None, Some(&b[j]));
                 j += 1;
             }
             std::cmp::Ordering::Equal => {
-                out.push(Impact {
-                    doc: a[i].doc,
-                    score: weight_a * a[i].score + weight_b * b[j].score,
-                });
+                each(Some(&a[i]), Some(&b[j]));
                 i += 1;
                 j += 1;
             }
         }
     }
-    out.extend(a[i..].iter().map(|x| weighed(x, weight_a)));
-    out.extend(b[j..].iter().map(|x| weighed(x, weight_b)));
+    a[i..].iter().for_each(|x| each(Some(x), None));
+    b[j..].iter().for_each(|y| each(None, Some(y)));
+}
+
+/// `a` times `weight_a` and `b` times `weight_b`, added by document; both by ordinal,
+/// and so is the result.
+fn added(a: &[Impact], weight_a: f32, b: &[Impact], weight_b: f32) -> Vec<Impact> {
+    let mut out = Vec::with_capacity(a.len().max(b.len()));
+    by_ordinal(
+        a,
+        b,
+        |x| x.doc,
+        |y| y.doc,
+        |x, y| {
+            let doc = x.or(y).map_or(0, |i| i.doc);
+            let score =
+                x.map_or(0.0, |x| weight_a * x.score) + y.map_or(0.0, |y| weight_b * y.score);
+            out.push(Impact { doc, score });
+        },
+    );
     out
 }
 
@@ -833,27 +842,20 @@ fn merge_part(found: Vec<(u32, f32, f32)>, part: &[(u32, f32)]) -> Vec<(u32, f32
         return part.iter().map(single).collect();
     }
     let mut out = Vec::with_capacity(found.len() + part.len());
-    let (mut i, mut j) = (0, 0);
-    while i < found.len() && j < part.len() {
-        let (had, new) = (found[i], part[j]);
-        match had.0.cmp(&new.0) {
-            std::cmp::Ordering::Less => {
-                out.push(had);
-                i += 1;
-            }
-            std::cmp::Ordering::Greater => {
-                out.push(single(&new));
-                j += 1;
-            }
-            std::cmp::Ordering::Equal => {
-                out.push((had.0, had.1.max(new.1), had.2 + new.1));
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    out.extend_from_slice(&found[i..]);
-    out.extend(part[j..].iter().map(single));
+    by_ordinal(
+        &found,
+        part,
+        |f| f.0,
+        |p| p.0,
+        |had, new| {
+            out.push(match (had, new) {
+                (Some(&(doc, max, sum)), Some(&(_, score))) => (doc, max.max(score), sum + score),
+                (Some(&had), None) => had,
+                (None, Some(new)) => single(new),
+                (None, None) => unreachable!("each ordinal is in one list or both"),
+            })
+        },
+    );
     out
 }
 
@@ -1024,7 +1026,7 @@ mod tests {
             let Some(plan) = scorer.plan(&analysed).unwrap() else {
                 continue;
             };
-            let ours = scorer.scores(&plan).unwrap();
+            let ours = scorer.scores_by(&plan, Scoring::Exact).unwrap();
             let theirs = searcher
                 .search(
                     &tantivy_query(&scorer, &plan),
@@ -1090,15 +1092,15 @@ mod tests {
         let champions = champions.with_champions(2);
         let analysed = Analysed::new(&index, "rank watchdog");
         let plan = exact.plan(&analysed).unwrap().unwrap();
-        let all = exact.scores(&plan).unwrap();
+        let all = exact.scores_by(&plan, Scoring::Exact).unwrap();
         assert_eq!(
-            exact.champion_scores(&plan).unwrap(),
+            exact.scores_by(&plan, Scoring::Champions).unwrap(),
             all,
             "few documents: exact"
         );
         let plan = champions.plan(&analysed).unwrap().unwrap();
-        let some = champions.champion_scores(&plan).unwrap();
-        assert_eq!(champions.scores(&plan).unwrap(), all);
+        let some = champions.scores_by(&plan, Scoring::Champions).unwrap();
+        assert_eq!(champions.scores_by(&plan, Scoring::Exact).unwrap(), all);
         let scored = |s: &[f32], d: usize| s[d] > 0.0;
         assert!(scored(&some, 0) && scored(&some, 1), "{some:?}");
         assert_eq!(some[3], 0.0, "its lowest share is left out: {some:?}");
@@ -1126,25 +1128,19 @@ mod tests {
         let scorer = scorer.with_champions(TWIN_MIN + 8);
         let analysed = Analysed::new(&index, "watchdog rank failed process_group");
         let plan = scorer.plan(&analysed).unwrap().unwrap();
-        for champions in [false, true] {
+        for scoring in [Scoring::Exact, Scoring::Champions] {
             // Each term's list on its own.
             let mut each = vec![0.0f32; scorer.num_docs()];
             for term in &plan.terms {
-                let list = match champions {
-                    true => term.impacts.champions(),
-                    false => &term.impacts,
-                };
+                let list = term.impacts.list(scoring);
                 for i in list {
                     each[i.doc as usize] += term.weight * i.score;
                 }
             }
-            let lists = scorer.lists(&plan, champions);
+            let lists = scorer.lists(&plan, scoring);
             let mut summed = vec![0.0f32; scorer.num_docs()];
             for (weight, impacts) in &lists {
-                let list = match champions {
-                    true => impacts.champions(),
-                    false => impacts,
-                };
+                let list = impacts.list(scoring);
                 for i in list {
                     summed[i.doc as usize] += weight * i.score;
                 }

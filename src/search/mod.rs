@@ -276,15 +276,10 @@ impl SearchIndex {
         };
         Ok(match plan {
             Some(plan) => {
-                let mut scores = self.scorer.scores_by(plan, scoring)?;
-                if tag.is_some() {
-                    for (ordinal, score) in scores.iter_mut().enumerate() {
-                        if !has_tag(self.entry_of[ordinal]) {
-                            *score = 0.0;
-                        }
-                    }
-                }
-                scoring::top(&scores, limit)
+                let keep = |ordinal: u32| has_tag(self.entry_of[ordinal as usize]);
+                let keep: Option<&dyn Fn(u32) -> bool> = tag.map(|_| &keep as _);
+                self.scorer
+                    .top_by(plan, scoring, limit, keep)?
                     .into_iter()
                     .map(|(ordinal, score)| (self.entry_of[ordinal as usize], score))
                     .collect()
@@ -354,7 +349,7 @@ impl SearchIndex {
             .iter()
             .zip(&query.weights)
             .zip(&query.impacts)
-            .filter(move |(_, held)| ordinal.is_some_and(|o| scoring::holds(held, o)))
+            .filter(move |(_, held)| ordinal.is_some_and(|o| held.holds(o)))
             .map(|((&term, &weight), _)| (term, weight))
     }
 

@@ -220,20 +220,18 @@ impl PhraseIndex {
         }
     }
 
-    /// Scored from champion lists (see `Scoring::Champions`).
-    fn scores(&self, text: &Analysed) -> Result<Vec<f32>, SearchError> {
-        match self.scorer.plan(text)? {
-            Some(plan) => self.scorer.scores_by(&plan, Scoring::Champions),
-            None => Ok(Vec::new()),
-        }
-    }
-
     /// Entries whose best passage matches `text`, with that passage's score, best first.
     /// Exact up to `CHAMPIONS` entries; in a larger knowledge base the passages are
-    /// scored from champion lists.
+    /// scored from champion lists (see `Scoring::Champions`).
     pub fn best(&self, text: &Analysed) -> Result<Vec<(usize, f32)>, SearchError> {
+        let Some(plan) = self.scorer.plan(text)? else {
+            return Ok(Vec::new());
+        };
         let mut best: FxHashMap<usize, f32> = FxHashMap::default();
-        for (ordinal, score) in scoring::top(&self.scores(text)?, PHRASE_HITS) {
+        for (ordinal, score) in self
+            .scorer
+            .top_by(&plan, Scoring::Champions, PHRASE_HITS, None)?
+        {
             let entry = best.entry(self.entry_of[ordinal as usize]).or_insert(0.0);
             *entry = entry.max(score);
         }

@@ -14,7 +14,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rustc_hash::FxHashMap;
 use tantivy::collector::TopDocs;
@@ -365,6 +365,9 @@ pub struct TermImpacts {
     /// The term's `champions` highest impacts (ties: lower ordinal), by ordinal; `None`
     /// when it has no more than that, so its champions are all of them.
     champions: Option<Box<[Impact]>>,
+    /// For a term many documents hold, a bit per ordinal up to its last: set where it
+    /// is held (see `holds`). Built when first asked.
+    members: OnceLock<Box<[u64]>>,
 }
 
 impl TermImpacts {
@@ -384,7 +387,41 @@ impl TermImpacts {
         TermImpacts {
             all: all.into_boxed_slice(),
             champions,
+            members: OnceLock::new(),
         }
+    }
+
+    /// Whether the document at `ordinal` holds the term.
+    ///
+    /// A term many documents hold answers from a bit per ordinal: a diagnosis asks this
+    /// of each query word for each candidate entry, and at 100,000 entries a binary
+    /// search through a common word's impacts waited on memory at most of its steps (a
+    /// tenth of a new diagnosis).
+    pub fn holds(&self, ordinal: u32) -> bool {
+        match self.member_words() {
+            Some(words) => {
+                let members = self.members.get_or_init(|| {
+                    let mut bits = vec![0u64; words];
+                    for impact in &self.all {
+                        bits[impact.doc as usize / 64] |= 1 << (impact.doc % 64);
+                    }
+                    bits.into_boxed_slice()
+                });
+                members
+                    .get(ordinal as usize / 64)
+                    .is_some_and(|bits| bits >> (ordinal % 64) & 1 == 1)
+            }
+            None => self.all.binary_search_by_key(&ordinal, |i| i.doc).is_ok(),
+        }
+    }
+
+    /// The length of `members` (in 64-bit words) for a term held by at least one
+    /// document in `MEMBERS_DENSITY` up to its last; `None` for other terms, which keep
+    /// to binary search (their bits would cost more memory than their impacts).
+    fn member_words(&self) -> Option<usize> {
+        let last = self.all.last()?.doc as usize;
+        (self.all.len() >= MEMBERS_MIN && self.all.len() * MEMBERS_DENSITY > last)
+            .then_some(last / 64 + 1)
     }
 
     /// The term's highest impacts, by ordinal (all of them for a term few documents
@@ -401,9 +438,12 @@ impl TermImpacts {
         }
     }
 
-    /// Impacts held, the champions' copies included: what the term costs in memory.
+    /// Impacts held, the champions' copies included, and its member bits (counted as
+    /// if built): what the term costs in memory, in impacts (8 bytes).
     fn held(&self) -> usize {
-        self.all.len() + self.champions.as_ref().map_or(0, |c| c.len())
+        self.all.len()
+            + self.champions.as_ref().map_or(0, |c| c.len())
+            + self.member_words().unwrap_or(0)
     }
 }
 
@@ -413,11 +453,6 @@ impl std::ops::Deref for TermImpacts {
     fn deref(&self) -> &[Impact] {
         &self.all
     }
-}
-
-/// Whether the document at `ordinal` is among a term's impacts (sorted by ordinal).
-pub fn holds(impacts: &[Impact], ordinal: u32) -> bool {
-    impacts.binary_search_by_key(&ordinal, |i| i.doc).is_ok()
 }
 
 /// Impacts by term, over the three analyzers; weighed by their length.
@@ -642,7 +677,9 @@ impl Scorer {
     }
 
     /// The plan's score for every document, by ordinal (0 where nothing matched), from
-    /// every impact or each term's champion list (see `Scoring`).
+    /// every impact or each term's champion list (see `Scoring`): the plain sum that
+    /// `top_by` is tested against.
+    #[cfg(test)]
     pub fn scores_by(&self, plan: &QueryPlan, scoring: Scoring) -> Result<Vec<f32>, SearchError> {
         let mut scores = vec![0.0f32; self.num_docs];
         for (weight, impacts) in self.lists(plan, scoring) {
@@ -650,18 +687,99 @@ impl Scorer {
                 scores[impact.doc as usize] += weight * impact.score;
             }
         }
-        if !plan.phrases.is_empty() && self.num_docs > 0 {
-            let query = self.phrase_query(plan);
-            let top = self.searcher.search_with_statistics_provider(
-                &query,
-                &TopDocs::with_limit(self.num_docs).order_by_score(),
-                &*self.stats,
-            )?;
-            for (score, address) in top {
-                scores[self.ordinal(address) as usize] += score;
-            }
+        for (ordinal, score) in self.phrase_scores(plan)? {
+            scores[ordinal as usize] += score;
         }
         Ok(scores)
+    }
+
+    /// The best `limit` documents for `plan` among those `keep` accepts (all of them
+    /// without it), as `top` of `scores_by` gives them, scores to the last bit.
+    ///
+    /// Added up a block of `BLOCK` documents at a time, each list from where the last
+    /// block left it: a block's scores stay in the core's own cache, where the whole
+    /// array would not (at 100,000 entries the describing passages are 900,000 scores,
+    /// 3.6 MB, and each addition waited on memory). A document's scores are added in
+    /// the same order either way.
+    pub fn top_by(
+        &self,
+        plan: &QueryPlan,
+        scoring: Scoring,
+        limit: usize,
+        keep: Option<&dyn Fn(u32) -> bool>,
+    ) -> Result<Vec<(u32, f32)>, SearchError> {
+        self.top_in_blocks(plan, scoring, limit, keep, BLOCK)
+    }
+
+    /// `top_by`, `block` documents at a time.
+    fn top_in_blocks(
+        &self,
+        plan: &QueryPlan,
+        scoring: Scoring,
+        limit: usize,
+        keep: Option<&dyn Fn(u32) -> bool>,
+        block: usize,
+    ) -> Result<Vec<(u32, f32)>, SearchError> {
+        let lists = self.lists(plan, scoring);
+        let mut lists: Vec<(f32, &[Impact])> = lists
+            .iter()
+            .map(|(weight, impacts)| (*weight, impacts.list(scoring)))
+            .collect();
+        let mut phrases = self.phrase_scores(plan)?;
+        phrases.sort_unstable_by_key(|&(ordinal, _)| ordinal);
+        let mut phrases = phrases.as_slice();
+        let mut best = Best::new(limit);
+        let mut sums = vec![0.0f32; block.min(self.num_docs)];
+        for first in (0..self.num_docs).step_by(block) {
+            let end = (first + block).min(self.num_docs);
+            let scores = &mut sums[..end - first];
+            scores.fill(0.0);
+            for (weight, list) in &mut lists {
+                // Walked, not searched for the block's end: a list's next impacts are
+                // read from memory in order, a binary search's are not (at 100,000
+                // entries its probes waited on memory for a fifth of the time).
+                let mut added = 0;
+                for impact in list.iter() {
+                    let Some(score) = scores.get_mut(impact.doc as usize - first) else {
+                        break;
+                    };
+                    *score += *weight * impact.score;
+                    added += 1;
+                }
+                *list = &list[added..];
+            }
+            let here = phrases.partition_point(|&(ordinal, _)| (ordinal as usize) < end);
+            for &(ordinal, score) in &phrases[..here] {
+                scores[ordinal as usize - first] += score;
+            }
+            phrases = &phrases[here..];
+            if let Some(keep) = keep {
+                for (i, score) in scores.iter_mut().enumerate() {
+                    if *score > 0.0 && !keep((first + i) as u32) {
+                        *score = 0.0;
+                    }
+                }
+            }
+            best.scan(first as u32, scores);
+        }
+        Ok(best.into_sorted())
+    }
+
+    /// The score of each document the plan's phrases match (in no order).
+    fn phrase_scores(&self, plan: &QueryPlan) -> Result<Vec<(u32, f32)>, SearchError> {
+        if plan.phrases.is_empty() || self.num_docs == 0 {
+            return Ok(Vec::new());
+        }
+        let query = self.phrase_query(plan);
+        let top = self.searcher.search_with_statistics_provider(
+            &query,
+            &TopDocs::with_limit(self.num_docs).order_by_score(),
+            &*self.stats,
+        )?;
+        Ok(top
+            .into_iter()
+            .map(|(score, address)| (self.ordinal(address), score))
+            .collect())
     }
 
     /// The lists to add up for `plan`'s terms, with their weights. Most words of a text
@@ -729,6 +847,7 @@ impl Scorer {
         let impacts = Arc::new(TermImpacts {
             all: added.into_boxed_slice(),
             champions: None,
+            members: OnceLock::new(),
         });
         let key = TermKey {
             kind,
@@ -861,51 +980,81 @@ fn merge_part(found: Vec<(u32, f32, f32)>, part: &[(u32, f32)]) -> Vec<(u32, f32
 
 /// Ordinals with a positive score, best first (ties: lower ordinal first), at most
 /// `limit` of them.
+#[cfg(test)]
+pub fn top(scores: &[f32], limit: usize) -> Vec<(u32, f32)> {
+    let mut best = Best::new(limit);
+    best.scan(0, scores);
+    best.into_sorted()
+}
+
+/// The best `limit` positive scores of those scanned so far, ordinals ascending.
 ///
-/// One pass that keeps the best `limit` so far: at 100,000 entries (or 500,000
+/// One pass that keeps the best `limit` so far: at 100,000 entries (or 900,000
 /// passages) a common word gives most documents a score, and collecting them all to
 /// select from was a sixth of a search.
-pub fn top(scores: &[f32], limit: usize) -> Vec<(u32, f32)> {
-    if limit == 0 {
-        return Vec::new();
-    }
-    // Worst kept on top of the heap.
-    let mut kept: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(limit.min(scores.len()) + 1);
-    // The score to beat once `limit` are kept; ordinals come in ascending order, so a
-    // later tie with the worst kept is worse than it.
-    let mut bar = 0.0f32;
-    for (chunk_index, chunk) in scores.chunks(CHUNK).enumerate() {
-        // Most chunks hold nothing above the bar once it is set: their maximum (taken in
-        // SIMD registers; NaN is never above) rules them out at once.
-        let max = chunk
-            .iter()
-            .fold(0.0f32, |max, &score| if score > max { score } else { max });
-        if max <= bar {
-            continue;
+struct Best {
+    limit: usize,
+    /// Worst kept on top of the heap.
+    kept: BinaryHeap<Reverse<u64>>,
+    /// The score to beat once `limit` are kept; ordinals come in ascending order, so a
+    /// later tie with the worst kept is worse than it.
+    bar: f32,
+}
+
+impl Best {
+    fn new(limit: usize) -> Best {
+        Best {
+            limit,
+            kept: BinaryHeap::with_capacity(limit.min(1 << 16) + 1),
+            bar: 0.0,
         }
-        for (i, &score) in chunk.iter().enumerate() {
-            if score.partial_cmp(&bar) != Some(std::cmp::Ordering::Greater) {
+    }
+
+    /// Scans `scores`, the scores of ordinals `first..`: after every lower ordinal.
+    fn scan(&mut self, first: u32, scores: &[f32]) {
+        if self.limit == 0 {
+            return;
+        }
+        for (chunk_index, chunk) in scores.chunks(CHUNK).enumerate() {
+            // Most chunks hold nothing above the bar once it is set: their maximum (taken
+            // in SIMD registers; NaN is never above) rules them out at once.
+            let max = chunk
+                .iter()
+                .fold(0.0f32, |max, &score| if score > max { score } else { max });
+            if max <= self.bar {
                 continue;
             }
-            let key = Reverse(rank_key(score, (chunk_index * CHUNK + i) as u32));
-            if kept.len() < limit {
-                kept.push(key);
-            } else if let Some(mut worst) = kept.peek_mut() {
-                // Above the bar, so better than the worst kept, which it replaces.
-                *worst = key;
-            }
-            if kept.len() == limit {
-                bar = kept
-                    .peek()
-                    .map_or(bar, |worst| f32::from_bits((worst.0 >> 32) as u32));
+            for (i, &score) in chunk.iter().enumerate() {
+                if score.partial_cmp(&self.bar) != Some(std::cmp::Ordering::Greater) {
+                    continue;
+                }
+                let ordinal = first + (chunk_index * CHUNK + i) as u32;
+                let key = Reverse(rank_key(score, ordinal));
+                if self.kept.len() < self.limit {
+                    self.kept.push(key);
+                } else if let Some(mut worst) = self.kept.peek_mut() {
+                    // Above the bar, so better than the worst kept, which it replaces.
+                    *worst = key;
+                }
+                if self.kept.len() == self.limit {
+                    self.bar = self
+                        .kept
+                        .peek()
+                        .map_or(self.bar, |worst| f32::from_bits((worst.0 >> 32) as u32));
+                }
             }
         }
     }
-    // Ascending by `Reverse` is best first.
-    kept.into_sorted_vec()
-        .into_iter()
-        .map(|Reverse(key)| (u32::MAX - key as u32, f32::from_bits((key >> 32) as u32)))
-        .collect()
+
+    /// The kept scores, best first.
+    fn into_sorted(self) -> Vec<(u32, f32)> {
+        // Ascending by `Reverse` is best first.
+        self.kept
+            .into_sorted_vec()
+            .into_iter()
+            .map(|Reverse(key)| (u32::MAX - key as u32, f32::from_bits((key >> 32) as u32)))
+            .collect()
+    }
 }
 
 /// A positive score and its ordinal as one integer that is greater for the better of
@@ -920,8 +1069,19 @@ fn rank_key(score: f32, ordinal: u32) -> u64 {
 /// (see `Scorer::lists`).
 const TWIN_MIN: usize = 64;
 
+/// The fewest impacts of a term that `TermImpacts::holds` answers from bits: a binary
+/// search through fewer takes a few steps.
+const MEMBERS_MIN: usize = 1024;
+/// A term's member bits are kept when it is held by at least one document in this many
+/// up to its last (the bits then take at most half the memory of its impacts).
+const MEMBERS_DENSITY: usize = 32;
+
 /// Scores `top` rules out at once when none is above the bar.
 const CHUNK: usize = 64;
+
+/// Documents `Scorer::top_by` adds up at a time: 256 KB of scores, half of a core's
+/// second-level cache on the machine measured.
+const BLOCK: usize = 1 << 16;
 
 #[cfg(test)]
 mod tests {
@@ -1190,6 +1350,79 @@ mod tests {
             let expected: Vec<usize> = first.into_values().collect();
             proptest::prop_assert_eq!(distinct(&terms), expected);
         }
+    }
+
+    #[test]
+    fn top_by_blocks_is_the_head_of_the_plain_sum() {
+        let docs = [
+            ("rank rank rank", "rank failed with a watchdog timeout"),
+            ("watchdog", "rank"),
+            ("rank", "watchdog rank timeout"),
+            ("other", "rank of a tensor among many other words here"),
+            (
+                "nccl watchdog caught collective operation timeout",
+                "rank 3",
+            ),
+            ("timeout", "the watchdog timeout rank"),
+            ("unrelated", "nothing to see"),
+        ];
+        let (index, scorer) = titled_index(&docs);
+        let (_, champions) = titled_index(&docs);
+        let champions = champions.with_champions(2);
+        // Single terms, and a phrase (a short query's words in order).
+        for query in ["rank watchdog timeout failed", "watchdog timeout"] {
+            let analysed = Analysed::new(&index, query);
+            for (scorer, scoring) in [(&scorer, Scoring::Exact), (&champions, Scoring::Champions)] {
+                let plan = scorer.plan(&analysed).unwrap().unwrap();
+                let scores = scorer.scores_by(&plan, scoring).unwrap();
+                let even = |ordinal: u32| ordinal.is_multiple_of(2);
+                let mut kept = scores.clone();
+                for (ordinal, score) in kept.iter_mut().enumerate() {
+                    if !even(ordinal as u32) {
+                        *score = 0.0;
+                    }
+                }
+                for limit in [1, 3, 10] {
+                    let expected = top(&scores, limit);
+                    assert!(!expected.is_empty());
+                    for block in [1, 2, 3, 5, BLOCK] {
+                        let got = scorer
+                            .top_in_blocks(&plan, scoring, limit, None, block)
+                            .unwrap();
+                        assert_eq!(got, expected, "{query:?} {scoring:?} {limit} {block}");
+                        let got = scorer
+                            .top_in_blocks(&plan, scoring, limit, Some(&even), block)
+                            .unwrap();
+                        assert_eq!(got, top(&kept, limit), "{query:?} kept {block}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_term_holds_the_documents_of_its_impacts_whether_by_bits_or_search() {
+        // Dense enough for bits (every third ordinal), and sparse (every 100th).
+        for step in [3u32, 100] {
+            let all: Vec<Impact> = (0..4000u32)
+                .map(|i| Impact {
+                    doc: 7 + i * step,
+                    score: 1.0,
+                })
+                .collect();
+            let impacts = TermImpacts::new(all, CHAMPIONS);
+            assert_eq!(impacts.member_words().is_some(), step == 3, "step {step}");
+            let last = 7 + 3999 * step;
+            for ordinal in (0..last + 200).chain([u32::MAX]) {
+                let held = ordinal >= 7 && (ordinal - 7) % step == 0 && ordinal <= last;
+                assert_eq!(
+                    impacts.holds(ordinal),
+                    held,
+                    "step {step} ordinal {ordinal}"
+                );
+            }
+        }
+        assert!(!TermImpacts::new(Vec::new(), CHAMPIONS).holds(0));
     }
 
     #[test]

@@ -17,15 +17,14 @@ use std::collections::{BTreeSet, BinaryHeap};
 use std::sync::{Arc, OnceLock};
 
 use rustc_hash::FxHashMap;
-use tantivy::collector::TopDocs;
 use tantivy::postings::Postings;
 use tantivy::query::{
-    Bm25StatisticsProvider, Bm25Weight, BooleanQuery, BoostQuery, DisjunctionMaxQuery, Occur,
-    PhraseQuery, Query,
+    Bm25StatisticsProvider, Bm25Weight, BooleanQuery, BoostQuery, DisjunctionMaxQuery,
+    EnableScoring, Occur, PhraseQuery, Query,
 };
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::tokenizer::Token;
-use tantivy::{DocAddress, DocSet, Index, Searcher, SegmentReader, TERMINATED, Term};
+use tantivy::{DocSet, Index, Searcher, SegmentReader, TERMINATED, Term};
 
 use super::SearchError;
 use super::analysis;
@@ -350,7 +349,7 @@ fn leading_bytes(term: &str) -> u64 {
 /// One document's share of one term's score.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Impact {
-    /// The document's ordinal (see `Scorer::ordinal`).
+    /// The document's ordinal: its position over all segments (see `Scorer::segments`).
     pub doc: u32,
     pub score: f32,
 }
@@ -580,11 +579,6 @@ impl Scorer {
         &self.searcher
     }
 
-    /// A document's ordinal: its position over all segments.
-    pub fn ordinal(&self, address: DocAddress) -> u32 {
-        self.bases[address.segment_ord as usize] + address.doc_id
-    }
-
     /// Each segment with the ordinal of its first document.
     pub fn segments(&self) -> impl Iterator<Item = (u32, &SegmentReader)> + '_ {
         self.bases
@@ -725,8 +719,7 @@ impl Scorer {
             .iter()
             .map(|(weight, impacts)| (*weight, impacts.list(scoring)))
             .collect();
-        let mut phrases = self.phrase_scores(plan)?;
-        phrases.sort_unstable_by_key(|&(ordinal, _)| ordinal);
+        let phrases = self.phrase_scores(plan)?;
         let mut phrases = phrases.as_slice();
         let mut best = Best::new(limit);
         let mut sums = vec![0.0f32; block.min(self.num_docs)];
@@ -765,21 +758,28 @@ impl Scorer {
         Ok(best.into_sorted())
     }
 
-    /// The score of each document the plan's phrases match (in no order).
+    /// The score of each document the plan's phrases match, by ordinal: read segment by
+    /// segment in document order, as a collector would see them, without ranking them.
     fn phrase_scores(&self, plan: &QueryPlan) -> Result<Vec<(u32, f32)>, SearchError> {
-        if plan.phrases.is_empty() || self.num_docs == 0 {
-            return Ok(Vec::new());
+        let mut scores = Vec::new();
+        if plan.phrases.is_empty() {
+            return Ok(scores);
         }
-        let query = self.phrase_query(plan);
-        let top = self.searcher.search_with_statistics_provider(
-            &query,
-            &TopDocs::with_limit(self.num_docs).order_by_score(),
-            &*self.stats,
-        )?;
-        Ok(top
-            .into_iter()
-            .map(|(score, address)| (self.ordinal(address), score))
-            .collect())
+        let weight =
+            self.phrase_query(plan)
+                .weight(EnableScoring::enabled_from_statistics_provider(
+                    &*self.stats,
+                    &self.searcher,
+                ))?;
+        for (base, segment) in self.segments() {
+            let alive = segment.alive_bitset();
+            weight.for_each(segment, &mut |doc, score| {
+                if alive.is_none_or(|alive| alive.is_alive(doc)) {
+                    scores.push((base + doc, score));
+                }
+            })?;
+        }
+        Ok(scores)
     }
 
     /// The lists to add up for `plan`'s terms, with their weights. Most words of a text
@@ -844,11 +844,8 @@ impl Scorer {
             ident.impacts.list(scoring),
             ident.weight,
         );
-        let impacts = Arc::new(TermImpacts {
-            all: added.into_boxed_slice(),
-            champions: None,
-            members: OnceLock::new(),
-        });
+        // Built from the lists `scoring` adds up: its own champion list is all of it.
+        let impacts = Arc::new(TermImpacts::new(added, usize::MAX));
         let key = TermKey {
             kind,
             text: word.text.into(),
@@ -1085,6 +1082,7 @@ const BLOCK: usize = 1 << 16;
 
 #[cfg(test)]
 mod tests {
+    use tantivy::collector::TopDocs;
     use tantivy::query::TermQuery;
     use tantivy::schema::Schema;
     use tantivy::{TantivyDocument, doc};
@@ -1199,7 +1197,8 @@ mod tests {
                 "{text}: the same documents match"
             );
             for (score, address) in theirs {
-                let mine = ours[scorer.ordinal(address) as usize];
+                let mine =
+                    ours[(scorer.bases[address.segment_ord as usize] + address.doc_id) as usize];
                 assert!(
                     (mine - score).abs() <= 1e-4 * score,
                     "{text}: {mine} vs {score}"

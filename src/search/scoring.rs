@@ -731,12 +731,13 @@ impl Scorer {
                 // Walked, not searched for the block's end: a list's next impacts are
                 // read from memory in order, a binary search's are not (at 100,000
                 // entries its probes waited on memory for a fifth of the time).
+                let weight = *weight;
                 let mut added = 0;
                 for impact in list.iter() {
                     let Some(score) = scores.get_mut(impact.doc as usize - first) else {
                         break;
                     };
-                    *score += *weight * impact.score;
+                    *score += weight * impact.score;
                     added += 1;
                 }
                 *list = &list[added..];
@@ -1013,12 +1014,15 @@ impl Best {
             return;
         }
         for (chunk_index, chunk) in scores.chunks(CHUNK).enumerate() {
-            // Most chunks hold nothing above the bar once it is set: their maximum (taken
-            // in SIMD registers; NaN is never above) rules them out at once.
+            // Most chunks hold nothing above the bar once it is set: their maximum rules
+            // them out at once. Taken over the scores' bits, which order as the scores do
+            // for the non-negative ones (the bar is one) and put the rest (negative, NaN)
+            // above every non-negative score, to be looked at one by one: an integer
+            // maximum is taken in SIMD registers, a float one (for NaN's sake) is not.
             let max = chunk
                 .iter()
-                .fold(0.0f32, |max, &score| if score > max { score } else { max });
-            if max <= self.bar {
+                .fold(0u32, |max, &score| max.max(score.to_bits()));
+            if max <= self.bar.to_bits() {
                 continue;
             }
             for (i, &score) in chunk.iter().enumerate() {
@@ -1348,6 +1352,35 @@ mod tests {
             }
             let expected: Vec<usize> = first.into_values().collect();
             proptest::prop_assert_eq!(distinct(&terms), expected);
+        }
+    }
+
+    #[test]
+    fn top_keeps_the_best_positive_scores_over_chunks_whatever_else_they_hold() {
+        // Over several chunks: ties (the lower ordinal wins), zeros, and values that are
+        // no score (negative, NaN, infinite), which a chunk's maximum must not hide.
+        let mut scores = vec![0.0f32; 5 * CHUNK + 7];
+        for (i, s) in scores.iter_mut().enumerate() {
+            *s = match i % 7 {
+                0 => 0.0,
+                1 => (i % 13) as f32 * 0.5,
+                2 => 3.0,
+                3 => -1.0,
+                _ => (i % 5) as f32 + 0.25,
+            };
+        }
+        scores[CHUNK + 3] = f32::NAN;
+        scores[2 * CHUNK] = -0.0;
+        scores[3 * CHUNK + 1] = 100.0;
+        scores[4 * CHUNK + 9] = f32::INFINITY;
+        let mut expected: Vec<(u32, f32)> = (0u32..)
+            .zip(scores.iter().copied())
+            .filter(|(_, s)| *s > 0.0)
+            .collect();
+        expected.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        for limit in [0, 1, 2, 5, 40, scores.len()] {
+            let want: Vec<_> = expected.iter().copied().take(limit).collect();
+            assert_eq!(top(&scores, limit), want, "limit {limit}");
         }
     }
 

@@ -725,8 +725,8 @@ impl Scorer {
         let mut sums = vec![0.0f32; block.min(self.num_docs)];
         for first in (0..self.num_docs).step_by(block) {
             let end = (first + block).min(self.num_docs);
+            // Zeroed when made, and after each block's scan.
             let scores = &mut sums[..end - first];
-            scores.fill(0.0);
             for (weight, list) in &mut lists {
                 // Walked, not searched for the block's end: a list's next impacts are
                 // read from memory in order, a binary search's are not (at 100,000
@@ -755,6 +755,7 @@ impl Scorer {
                 }
             }
             best.scan(first as u32, scores);
+            scores.fill(0.0);
         }
         Ok(best.into_sorted())
     }
@@ -1077,7 +1078,7 @@ const MEMBERS_MIN: usize = 1024;
 /// up to its last (the bits then take at most half the memory of its impacts).
 const MEMBERS_DENSITY: usize = 32;
 
-/// Scores `top` rules out at once when none is above the bar.
+/// Scores `Best::scan` rules out at once when none is above the bar.
 const CHUNK: usize = 64;
 
 /// Documents `Scorer::top_by` adds up at a time: 256 KB of scores, half of a core's

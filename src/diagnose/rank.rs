@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::normalize::query_words;
 use super::parse::{Parsed, parse};
 use super::paste::{Paste, looks_like_error};
+use crate::kb::{Fired as Signatures, SharedHit, SignatureMatch};
 use crate::search::{Analysed, Hit, SearchError, SearchIndex, SearchQuery};
 
 /// Candidates considered for the answer, best-scored first.
@@ -155,13 +156,33 @@ struct Candidate {
     phrase_rank: f32,
 }
 
-/// Every entry with some claim on the paste, by entry (its position in the knowledge
-/// base), and the signatures that fired. A weak wrapper signature that thousands of
-/// entries share makes thousands of candidates: each is a few numbers, not a map
-/// entry with lists of its own.
+impl Candidate {
+    /// Counts one more of its signatures, fired on a root-cause line or not.
+    fn count(&mut self, weak: bool, on_root: bool) {
+        if weak {
+            self.weak += 1;
+        } else {
+            self.strong += 1;
+            self.on_root |= on_root;
+        }
+    }
+
+    /// Its score but the vocabulary share (at most `COVERAGE`).
+    fn partial_score(&self) -> f32 {
+        STRONG * self.strong.min(3) as f32
+            + WEAK * self.weak.min(2) as f32
+            + if self.on_root { ON_ROOT_CAUSE } else { 0.0 }
+            + TEXT_RANK * self.text_rank
+            + PHRASE_RANK * self.phrase_rank
+    }
+}
+
+/// Entries with some claim on the paste, by entry (its position in the knowledge
+/// base), and the signatures that fired. Each is a few numbers, not a map entry with
+/// lists of its own.
 struct Candidates {
     by_entry: Vec<(usize, Candidate)>,
-    /// By entry, then signature.
+    /// Each candidate's together, by signature.
     fired: Vec<Fired>,
 }
 
@@ -191,12 +212,7 @@ impl Candidates {
                 ));
             }
             let c = &mut by_entry.last_mut().expect("pushed above").1;
-            if f.weak {
-                c.weak += 1;
-            } else {
-                c.strong += 1;
-                c.on_root |= on_root;
-            }
+            c.count(f.weak, on_root);
             fired.push(f);
             c.fired.end = fired.len();
         }
@@ -225,6 +241,21 @@ impl Candidates {
         Candidates { by_entry, fired }
     }
 
+    /// Adds entry `entry`, which only signatures `matches` (by signature) claim.
+    fn admit(&mut self, entry: usize, matches: impl IntoIterator<Item = (Fired, bool)>) {
+        let Err(at) = self.by_entry.binary_search_by_key(&entry, |c| c.0) else {
+            return;
+        };
+        let start = self.fired.len();
+        let mut c = Candidate::default();
+        for (f, on_root) in matches {
+            c.count(f.weak, on_root);
+            self.fired.push(f);
+        }
+        c.fired = start..self.fired.len();
+        self.by_entry.insert(at, (entry, c));
+    }
+
     fn get(&self, entry: usize) -> &Candidate {
         let at = self
             .by_entry
@@ -246,14 +277,32 @@ pub(super) fn diagnose(
     paste: &Paste,
     limit: usize,
 ) -> Result<Diagnosis, SearchError> {
+    diagnose_sharing(index, paste, limit, true)
+}
+
+/// `diagnose`, with a text that many literal signatures hold taken as one shared hit
+/// (see `SignatureSet::fire`) or as a match each: the same diagnosis either way.
+fn diagnose_sharing(
+    index: &SearchIndex,
+    paste: &Paste,
+    limit: usize,
+    share: bool,
+) -> Result<Diagnosis, SearchError> {
     let kb = index.kb();
     let (text, starts) = paste.joined();
     let parsed = parse(paste, &text, &starts);
     let line_of = |offset: usize| starts.partition_point(|&s| s <= offset).saturating_sub(1);
     let root_lines = root_line_range(&parsed);
 
-    let fired = kb.signatures().matches(&text).into_iter().map(|m| {
-        let line = line_of(m.start);
+    let signatures = kb.signatures().fire(&text, share);
+    // A signature that fired, where (and whether on a root-cause line). The signatures
+    // behind one hit share its line: looked up once.
+    let mut last_line = None;
+    let mut fired = |m: &SignatureMatch| {
+        let line = match last_line {
+            Some((start, line)) if start == m.start => line,
+            _ => last_line.insert((m.start, line_of(m.start))).1,
+        };
         let line_start = starts[line];
         let line_end = line_start + paste.lines[line].text.len();
         let fired = Fired {
@@ -262,8 +311,8 @@ pub(super) fn diagnose(
             line,
             span: (m.start - line_start, m.end.min(line_end) - line_start),
         };
-        (m.entry, fired, root_lines.contains(&line))
-    });
+        (fired, root_lines.contains(&line))
+    };
 
     let lines = LineWords::new(paste);
     let query = text_query(paste, &lines, &parsed);
@@ -275,7 +324,34 @@ pub(super) fn diagnose(
     };
     let hits = relative(&index.rank(&analysed, TEXT_CANDIDATES)?);
     let phrases = relative(&index.match_phrases(&analysed)?);
-    let candidates = Candidates::new(fired, &hits, &phrases);
+
+    // A wrapper's message that thousands of entries quote (a shared hit) makes each of
+    // them a candidate. Those with another claim too (another signature, a text hit, a
+    // phrase) are candidates with all their signatures now; the rest, scored by shared
+    // hits alone, only once the scores below reach them: few ever do.
+    let Signatures {
+        single: mut matches,
+        shared,
+    } = signatures;
+    let mut claimed: Vec<usize> = (matches.iter().map(|m| m.entry))
+        .chain(hits.iter().chain(&phrases).map(|h| h.0))
+        .collect();
+    claimed.sort_unstable();
+    claimed.dedup();
+    if !shared.is_empty() {
+        for hit in &shared {
+            matches.extend(claimed.iter().flat_map(|&entry| hit.matches_of(entry)));
+        }
+        matches.sort_by_key(|m| (m.entry, m.signature));
+    }
+    let mut candidates = Candidates::new(
+        matches.iter().map(|m| {
+            let (f, on_root) = fired(m);
+            (m.entry, f, on_root)
+        }),
+        &hits,
+        &phrases,
+    );
 
     let query_terms = index.query_terms(&analysed)?;
     // Every score but the vocabulary share (at most `COVERAGE`), best first: only the
@@ -283,18 +359,13 @@ pub(super) fn diagnose(
     // still reach them. A weak wrapper signature shared by thousands of entries makes
     // thousands of candidates in a large knowledge base.
     let wanted = limit.max(ANSWER_CANDIDATES) + 1;
-    let mut partial: Vec<(usize, f32)> = candidates
-        .by_entry
-        .iter()
-        .map(|(entry, c)| {
-            let score = STRONG * c.strong.min(3) as f32
-                + WEAK * c.weak.min(2) as f32
-                + if c.on_root { ON_ROOT_CAUSE } else { 0.0 }
-                + TEXT_RANK * c.text_rank
-                + PHRASE_RANK * c.phrase_rank;
-            (*entry, score)
-        })
+    let mut partial: Vec<(usize, f32)> = (candidates.by_entry.iter())
+        .map(|(entry, c)| (*entry, c.partial_score()))
         .collect();
+    let on_root: Vec<bool> = (shared.iter())
+        .map(|hit| root_lines.contains(&line_of(hit.start)))
+        .collect();
+    partial.extend(shared_only(&shared, &on_root, &claimed));
     // In order, best first; only the head as a rule (the rest once the loop gets there).
     let best_first = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     let head = (4 * wanted).min(partial.len());
@@ -317,6 +388,18 @@ pub(super) fn diagnose(
         let at = scored.partition_point(|s| s.1 > score || (s.1 == score && s.0 < entry));
         scored.insert(at, (entry, score, coverage));
         scored.truncate(wanted);
+    }
+
+    // The candidates scored by shared hits alone that made the head.
+    for &(entry, ..) in &scored {
+        let mut matches: Vec<SignatureMatch> = shared
+            .iter()
+            .flat_map(|hit| hit.matches_of(entry))
+            .collect();
+        if !matches.is_empty() {
+            matches.sort_by_key(|m| m.signature);
+            candidates.admit(entry, matches.iter().map(&mut fired));
+        }
     }
 
     let root_text = parsed
@@ -409,6 +492,35 @@ pub(super) fn diagnose(
         distinct_lines: paste.lines.len(),
         truncated: paste.truncated,
     })
+}
+
+/// The partial scores (see `Candidate::partial_score`) of the entries that the shared
+/// hits `shared` name and `claimed` (sorted) does not: walked together by entry.
+/// `on_root[i]`: whether `shared[i]` fired on a root-cause line.
+fn shared_only(shared: &[SharedHit], on_root: &[bool], claimed: &[usize]) -> Vec<(usize, f32)> {
+    let mut scores = Vec::with_capacity(shared.iter().map(SharedHit::len).max().unwrap_or(0));
+    // Where each hit's list is, and the claimed entries not passed yet.
+    let mut at = vec![0; shared.len()];
+    let mut claimed = claimed.iter().copied().peekable();
+    loop {
+        let next = |(hit, &i): (&SharedHit, &usize)| hit.literals.get(i).map(|l| l.entry);
+        let Some(entry) = shared.iter().zip(&at).filter_map(next).min() else {
+            break;
+        };
+        let mut c = Candidate::default();
+        for ((hit, i), &on_root) in shared.iter().zip(&mut at).zip(on_root) {
+            while let Some(l) = hit.literals.get(*i).filter(|l| l.entry == entry) {
+                c.count(l.weak, on_root);
+                *i += 1;
+            }
+        }
+        let entry = entry as usize;
+        while claimed.next_if(|&e| e < entry).is_some() {}
+        if claimed.peek() != Some(&entry) {
+            scores.push((entry, c.partial_score()));
+        }
+    }
+    scores
 }
 
 fn top_confidence(
@@ -812,6 +924,66 @@ mod tests {
             (1, false, 0.0)
         );
         assert_eq!(candidates.get(9).phrase_rank, 1.0);
+    }
+
+    #[test]
+    fn signatures_shared_by_many_entries_are_scored_as_if_each_had_fired_alone() {
+        use std::sync::Arc;
+
+        use crate::kb::{Kb, Signature, SignatureKind};
+
+        // The real entries, and 400 more made from them that share a launcher's wrapper
+        // (weak), a third of them a second one, a fifth a strong message of the paste:
+        // each text is held by more than `SHARED_LITERALS` entries.
+        let real = Kb::load(std::path::Path::new("kb")).expect("the kb loads");
+        let mut entries = real.entries().to_vec();
+        for i in 0..400 {
+            let mut entry = real.entries()[i % real.len()].clone();
+            entry.slug = format!("shared-{i}");
+            let literal = |text: &str, weak| Signature {
+                kind: SignatureKind::Literal(text.into()),
+                weak,
+            };
+            entry.signatures = vec![literal(
+                "torch.distributed.elastic.multiprocessing.errors.ChildFailedError",
+                true,
+            )];
+            if i % 3 == 0 {
+                entry.signatures.push(literal("ProcessGroupNCCL.cpp", true));
+            }
+            if i % 5 == 0 {
+                let timeout = "Watchdog caught collective operation timeout";
+                entry.signatures.push(literal(timeout, false));
+            }
+            entries.push(entry);
+        }
+        let index = SearchIndex::build(Arc::new(Kb::from_entries(entries))).expect("an index");
+        let watchdog =
+            std::fs::read_to_string("tests/browser/nccl-watchdog-timeout.log").expect("the paste");
+        let fired = index.kb().signatures().fire(&watchdog, true);
+        assert_eq!(fired.shared.len(), 3, "each text a shared hit");
+
+        let mut pastes = vec![watchdog];
+        pastes.extend(
+            real.entries()
+                .iter()
+                .flat_map(|e| e.examples.first().cloned()),
+        );
+        for text in &pastes {
+            let paste = Paste::from_text(text);
+            for limit in [1, 5, 20] {
+                let json = |shared| {
+                    let d = diagnose_sharing(&index, &paste, limit, shared).expect("a diagnosis");
+                    serde_json::to_value(d).expect("JSON")
+                };
+                assert_eq!(
+                    json(true),
+                    json(false),
+                    "limit {limit}, paste starting {:?}",
+                    clip(text)
+                );
+            }
+        }
     }
 
     /// Lines of words (from a small vocabulary, so lines share words), as

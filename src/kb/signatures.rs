@@ -73,6 +73,9 @@ struct Group {
     /// For a group of more than `MANY_NEEDLES` distinct needles that count only as
     /// written (a real error message that thousands of signatures extend, say).
     lookup: Option<RunLookup>,
+    /// The literal signatures of each run that has more than `SHARED_LITERALS`, side by
+    /// side (see `Run::shared`).
+    shared: Vec<Box<[SharedLiteral]>>,
 }
 
 /// How a hit finds its runs in a group of many needles: a lookup per needle length,
@@ -90,39 +93,78 @@ struct RunLookup {
 /// Runs (indices into `Group::runs`) by the hash of their needle, sorted.
 type HashedRuns = Vec<(u64, u32)>;
 
-/// A run of equal needles in a group: `ids[start..end]`.
+/// A run of equal needles in a group: `ids[start..end]`, its literal signatures first
+/// (`ids[start..literals]`), then the regexes' literals and folding characters.
 #[derive(Debug, Clone, Copy)]
 struct Run {
     start: u32,
+    literals: u32,
     end: u32,
+    /// Where in `Group::shared` its literal signatures are, when it has more than
+    /// `SHARED_LITERALS`: read one after the other there, where their patterns are
+    /// each in a different part of a table of millions (at 100,000 entries, a cache
+    /// miss each).
+    shared: Option<u32>,
+}
+
+/// A literal signature, as a shared hit lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedLiteral {
+    pub entry: u32,
+    pub signature: u32,
+    pub weak: bool,
 }
 
 impl Group {
+    /// `ids` sorted by needle, each run of equal needles with its literal signatures first.
     fn new(ids: Vec<usize>, patterns: &[Pattern], needles: &[Vec<u8>]) -> Group {
+        let literal = |id: usize| matches!(patterns[id], Pattern::Literal(..));
         let mut runs: Vec<Run> = Vec::new();
         for (k, &id) in ids.iter().enumerate() {
             match runs.last_mut() {
                 Some(run) if needles[ids[run.start as usize]] == needles[id] => run.end += 1,
                 _ => runs.push(Run {
                     start: k as u32,
+                    literals: k as u32,
                     end: k as u32 + 1,
+                    shared: None,
                 }),
             }
+            let run = runs.last_mut().expect("pushed above");
+            if literal(id) {
+                debug_assert_eq!(run.literals, k as u32, "a run's literal signatures first");
+                run.literals += 1;
+            }
         }
-        let literals_only = ids
-            .iter()
-            .all(|&id| matches!(patterns[id], Pattern::Literal(..)));
+        let literals_only = ids.iter().all(|&id| literal(id));
         let checked = |id: usize| {
             matches!(
                 patterns[id],
                 Pattern::Literal(..) | Pattern::Prefilter { exact: true, .. }
             )
         };
+        let mut shared = Vec::new();
+        for run in &mut runs {
+            let literals = &ids[run.start as usize..run.literals as usize];
+            if literals.len() > SHARED_LITERALS {
+                run.shared = Some(shared.len() as u32);
+                let literal = |&id: &usize| match patterns[id] {
+                    Pattern::Literal(entry, signature, weak) => SharedLiteral {
+                        entry: entry as u32,
+                        signature: signature as u32,
+                        weak,
+                    },
+                    _ => unreachable!("a run's literal signatures come first"),
+                };
+                shared.push(literals.iter().map(literal).collect());
+            }
+        }
         let mut group = Group {
             ids,
             runs,
             literals_only,
             lookup: None,
+            shared,
         };
         let ids_of = |run: &Run| &group.ids[run.start as usize..run.end as usize];
         let checked_runs = group
@@ -296,7 +338,13 @@ impl SignatureSet {
         let groups: Vec<Group> = groups
             .into_iter()
             .map(|mut ids| {
-                ids.sort_by(|&a, &b| needles[a].cmp(&needles[b]).then(a.cmp(&b)));
+                // Equal needles next to each other, each run's literal signatures first.
+                let other = |id: usize| !matches!(patterns[id], Pattern::Literal(..));
+                ids.sort_by(|&a, &b| {
+                    (needles[a].cmp(&needles[b]))
+                        .then(other(a).cmp(&other(b)))
+                        .then(a.cmp(&b))
+                });
                 Group::new(ids, &patterns, &needles)
             })
             .collect();
@@ -337,9 +385,18 @@ impl SignatureSet {
     /// Every signature that fires on `text`, each once (its first occurrence), ordered by
     /// entry and signature.
     pub fn matches(&self, text: &str) -> Vec<SignatureMatch> {
+        self.fire(text, false).single
+    }
+
+    /// Every signature that fires on `text`, each once (its first occurrence), as
+    /// `matches` gives them, except that with `share` a text which more than
+    /// `SHARED_LITERALS` literal signatures hold (a wrapper's message that thousands of
+    /// entries quote) is one `SharedHit` for all of them, not a match each.
+    pub fn fire(&self, text: &str, share: bool) -> Fired<'_> {
         // Work here follows what the text holds, not the size of the set: a knowledge
         // base of 100,000 entries costs a paste no more than one of 60, past the scan.
         let mut found = Vec::new();
+        let mut shared = Vec::new();
         // The runs (group, run) whose literal signatures fired: all of a run's fire at
         // its first hit as written (thousands, for a message that many entries quote).
         let mut runs_fired: FxHashSet<(usize, u32)> = FxHashSet::default();
@@ -368,22 +425,46 @@ impl SignatureSet {
                         *written
                             .get_or_insert_with(|| text.as_bytes()[m.start()..].starts_with(needle))
                     };
-                    let settled = runs_fired.contains(&(g, r));
-                    let mut literals = 0;
-                    for &id in ids {
-                        match self.patterns[id] {
-                            Pattern::Literal(entry, signature, weak) => {
-                                if !settled && as_written() {
-                                    literals += 1;
-                                    found.push(SignatureMatch {
-                                        entry,
-                                        signature,
-                                        weak,
-                                        start: m.start(),
-                                        end: m.start() + needle.len(),
-                                    });
+                    let (literals, others) = ids.split_at((run.literals - run.start) as usize);
+                    // A run's literal signatures all fire at its first hit as written, and
+                    // only then: a wrapper's message that thousands of entries quote, seen
+                    // again on every rank's lines, is not walked again.
+                    let fires =
+                        !literals.is_empty() && !runs_fired.contains(&(g, r)) && as_written();
+                    if fires {
+                        let (start, end) = (m.start(), m.start() + needle.len());
+                        match run.shared {
+                            Some(k) => {
+                                let hit = SharedHit {
+                                    literals: &group.shared[k as usize],
+                                    start,
+                                    end,
+                                };
+                                if share {
+                                    shared.push(hit);
+                                } else {
+                                    found.extend(hit.matches());
                                 }
                             }
+                            None => found.extend(literals.iter().map(|&id| {
+                                let Pattern::Literal(entry, signature, weak) = self.patterns[id]
+                                else {
+                                    unreachable!("a run's literal signatures come first");
+                                };
+                                SignatureMatch {
+                                    entry,
+                                    signature,
+                                    weak,
+                                    start,
+                                    end,
+                                }
+                            })),
+                        }
+                        runs_fired.insert((g, r));
+                        *fired.entry(g).or_default() += literals.len();
+                    }
+                    for &id in others {
+                        match self.patterns[id] {
                             Pattern::Prefilter { regex, exact } if !exact || as_written() => {
                                 let line_local = self.regexes[regex].line_local;
                                 let hits = wanted
@@ -398,12 +479,8 @@ impl SignatureSet {
                                 }
                             }
                             Pattern::Folding => folding = true,
-                            Pattern::Prefilter { .. } => {}
+                            Pattern::Prefilter { .. } | Pattern::Literal(..) => {}
                         }
-                    }
-                    if literals > 0 {
-                        runs_fired.insert((g, r));
-                        *fired.entry(g).or_default() += literals;
                     }
                 }
             }
@@ -439,7 +516,70 @@ impl SignatureSet {
             }
         }
         found.sort_by_key(|m| (m.entry, m.signature));
-        found
+        Fired {
+            single: found,
+            shared,
+        }
+    }
+}
+
+/// Literal signatures with one text past which, when it fires, a diagnosis takes
+/// them as one `SharedHit` (see `SignatureSet::fire`): fewer are a match each.
+const SHARED_LITERALS: usize = 64;
+
+/// The signatures that fired on a text (see `SignatureSet::fire`).
+#[derive(Debug)]
+pub struct Fired<'s> {
+    /// Ordered by entry and signature.
+    pub single: Vec<SignatureMatch>,
+    /// Each a different text; an entry's signatures may be in `single` and in any of
+    /// these.
+    pub shared: Vec<SharedHit<'s>>,
+}
+
+/// Literal signatures of many entries with one text, which fired at `start..end`.
+#[derive(Debug, Clone, Copy)]
+pub struct SharedHit<'s> {
+    /// Ordered by entry and signature.
+    pub literals: &'s [SharedLiteral],
+    pub start: usize,
+    pub end: usize,
+}
+
+impl<'s> SharedHit<'s> {
+    /// How many signatures fired.
+    pub fn len(&self) -> usize {
+        self.literals.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.literals.is_empty()
+    }
+
+    /// Each signature as a match, ordered by entry and signature.
+    pub fn matches(&self) -> impl Iterator<Item = SignatureMatch> + use<'s> {
+        let (start, end) = (self.start, self.end);
+        self.literals.iter().map(move |l| SignatureMatch {
+            entry: l.entry as usize,
+            signature: l.signature as usize,
+            weak: l.weak,
+            start,
+            end,
+        })
+    }
+
+    /// The matches of entry `entry`'s signatures, ordered by signature: found by
+    /// bisection.
+    pub fn matches_of(&self, entry: usize) -> impl Iterator<Item = SignatureMatch> + use<'s> {
+        let first = self
+            .literals
+            .partition_point(|l| (l.entry as usize) < entry);
+        let last = first + self.literals[first..].partition_point(|l| l.entry as usize == entry);
+        SharedHit {
+            literals: &self.literals[first..last],
+            ..*self
+        }
+        .matches()
     }
 }
 
@@ -825,6 +965,17 @@ mod tests {
         let lower = set.matches("childfailederror");
         assert_eq!(lower.len(), 1);
         assert_eq!(lower[0].entry, 2_000);
+
+        // Taken as one shared hit, the same matches.
+        let fired = set.fire(text, true);
+        assert_eq!(fired.shared.len(), 1);
+        assert_eq!(fired.single, [*longer]);
+        let hit = fired.shared[0];
+        assert_eq!(hit.len(), 2_000);
+        assert!(hit.matches().eq(found[..2_000].iter().copied()));
+        assert!(hit.matches_of(1_234).eq([found[1_234]]));
+        assert_eq!(hit.matches_of(2_001).count(), 0, "not in the hit");
+        assert!(set.fire(text, false).shared.is_empty(), "each a match");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::normalize::query_words;
 use super::parse::{Parsed, parse};
 use super::paste::{Paste, looks_like_error};
-use crate::kb::{Fired as Signatures, SharedHit, SignatureMatch};
+use crate::kb::{FiredSignatures, SharedHit, SignatureMatch};
 use crate::search::{Analysed, Hit, SearchError, SearchIndex, SearchQuery};
 
 /// Candidates considered for the answer, best-scored first.
@@ -295,14 +295,9 @@ fn diagnose_sharing(
     let root_lines = root_line_range(&parsed);
 
     let signatures = kb.signatures().fire(&text, share);
-    // A signature that fired, where (and whether on a root-cause line). The signatures
-    // behind one hit share its line: looked up once.
-    let mut last_line = None;
-    let mut fired = |m: &SignatureMatch| {
-        let line = match last_line {
-            Some((start, line)) if start == m.start => line,
-            _ => last_line.insert((m.start, line_of(m.start))).1,
-        };
+    // A signature that fired, where (and whether on a root-cause line).
+    let fired = |m: &SignatureMatch| {
+        let line = line_of(m.start);
         let line_start = starts[line];
         let line_end = line_start + paste.lines[line].text.len();
         let fired = Fired {
@@ -329,16 +324,16 @@ fn diagnose_sharing(
     // them a candidate. Those with another claim too (another signature, a text hit, a
     // phrase) are candidates with all their signatures now; the rest, scored by shared
     // hits alone, only once the scores below reach them: few ever do.
-    let Signatures {
+    let FiredSignatures {
         single: mut matches,
         shared,
     } = signatures;
-    let mut claimed: Vec<usize> = (matches.iter().map(|m| m.entry))
-        .chain(hits.iter().chain(&phrases).map(|h| h.0))
-        .collect();
-    claimed.sort_unstable();
-    claimed.dedup();
+    let mut claimed: Vec<usize> = Vec::new();
     if !shared.is_empty() {
+        claimed.extend(matches.iter().map(|m| m.entry));
+        claimed.extend(hits.iter().chain(&phrases).map(|h| h.0));
+        claimed.sort_unstable();
+        claimed.dedup();
         for hit in &shared {
             matches.extend(claimed.iter().flat_map(|&entry| hit.matches_of(entry)));
         }
@@ -398,7 +393,7 @@ fn diagnose_sharing(
             .collect();
         if !matches.is_empty() {
             matches.sort_by_key(|m| m.signature);
-            candidates.admit(entry, matches.iter().map(&mut fired));
+            candidates.admit(entry, matches.iter().map(fired));
         }
     }
 

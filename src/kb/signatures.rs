@@ -115,6 +115,31 @@ pub struct SharedLiteral {
     pub weak: bool,
 }
 
+impl SharedLiteral {
+    /// The literal signature `patterns[id]`, one of a run's first (see `Run`).
+    fn of(patterns: &[Pattern], id: usize) -> SharedLiteral {
+        let Pattern::Literal(entry, signature, weak) = patterns[id] else {
+            unreachable!("a run's literal signatures come first");
+        };
+        SharedLiteral {
+            entry: entry as u32,
+            signature: signature as u32,
+            weak,
+        }
+    }
+
+    /// It, fired at `start..end`.
+    fn at(self, start: usize, end: usize) -> SignatureMatch {
+        SignatureMatch {
+            entry: self.entry as usize,
+            signature: self.signature as usize,
+            weak: self.weak,
+            start,
+            end,
+        }
+    }
+}
+
 impl Group {
     /// `ids` sorted by needle, each run of equal needles with its literal signatures first.
     fn new(ids: Vec<usize>, patterns: &[Pattern], needles: &[Vec<u8>]) -> Group {
@@ -148,15 +173,8 @@ impl Group {
             let literals = &ids[run.start as usize..run.literals as usize];
             if literals.len() > SHARED_LITERALS {
                 run.shared = Some(shared.len() as u32);
-                let literal = |&id: &usize| match patterns[id] {
-                    Pattern::Literal(entry, signature, weak) => SharedLiteral {
-                        entry: entry as u32,
-                        signature: signature as u32,
-                        weak,
-                    },
-                    _ => unreachable!("a run's literal signatures come first"),
-                };
-                shared.push(literals.iter().map(literal).collect());
+                let packed = literals.iter().map(|&id| SharedLiteral::of(patterns, id));
+                shared.push(packed.collect());
             }
         }
         let mut group = Group {
@@ -392,7 +410,7 @@ impl SignatureSet {
     /// `matches` gives them, except that with `share` a text which more than
     /// `SHARED_LITERALS` literal signatures hold (a wrapper's message that thousands of
     /// entries quote) is one `SharedHit` for all of them, not a match each.
-    pub fn fire(&self, text: &str, share: bool) -> Fired<'_> {
+    pub fn fire(&self, text: &str, share: bool) -> FiredSignatures<'_> {
         // Work here follows what the text holds, not the size of the set: a knowledge
         // base of 100,000 entries costs a paste no more than one of 60, past the scan.
         let mut found = Vec::new();
@@ -446,19 +464,11 @@ impl SignatureSet {
                                     found.extend(hit.matches());
                                 }
                             }
-                            None => found.extend(literals.iter().map(|&id| {
-                                let Pattern::Literal(entry, signature, weak) = self.patterns[id]
-                                else {
-                                    unreachable!("a run's literal signatures come first");
-                                };
-                                SignatureMatch {
-                                    entry,
-                                    signature,
-                                    weak,
-                                    start,
-                                    end,
-                                }
-                            })),
+                            None => {
+                                found.extend((literals.iter()).map(|&id| {
+                                    SharedLiteral::of(&self.patterns, id).at(start, end)
+                                }))
+                            }
                         }
                         runs_fired.insert((g, r));
                         *fired.entry(g).or_default() += literals.len();
@@ -516,7 +526,7 @@ impl SignatureSet {
             }
         }
         found.sort_by_key(|m| (m.entry, m.signature));
-        Fired {
+        FiredSignatures {
             single: found,
             shared,
         }
@@ -529,7 +539,7 @@ const SHARED_LITERALS: usize = 64;
 
 /// The signatures that fired on a text (see `SignatureSet::fire`).
 #[derive(Debug)]
-pub struct Fired<'s> {
+pub struct FiredSignatures<'s> {
     /// Ordered by entry and signature.
     pub single: Vec<SignatureMatch>,
     /// Each a different text; an entry's signatures may be in `single` and in any of
@@ -559,13 +569,7 @@ impl<'s> SharedHit<'s> {
     /// Each signature as a match, ordered by entry and signature.
     pub fn matches(&self) -> impl Iterator<Item = SignatureMatch> + use<'s> {
         let (start, end) = (self.start, self.end);
-        self.literals.iter().map(move |l| SignatureMatch {
-            entry: l.entry as usize,
-            signature: l.signature as usize,
-            weak: l.weak,
-            start,
-            end,
-        })
+        self.literals.iter().map(move |l| l.at(start, end))
     }
 
     /// The matches of entry `entry`'s signatures, ordered by signature: found by

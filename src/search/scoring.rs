@@ -367,6 +367,10 @@ pub struct TermImpacts {
     /// For a term many documents hold, a bit per ordinal up to its last: set where it
     /// is held (see `holds`). Built when first asked.
     members: OnceLock<Box<[u64]>>,
+    /// `all` and the champions laid out for `Scorer::top_by` (see `Blocked`). Built
+    /// when first asked.
+    blocked: OnceLock<Blocked>,
+    champions_blocked: OnceLock<Blocked>,
 }
 
 impl TermImpacts {
@@ -387,6 +391,8 @@ impl TermImpacts {
             all: all.into_boxed_slice(),
             champions,
             members: OnceLock::new(),
+            blocked: OnceLock::new(),
+            champions_blocked: OnceLock::new(),
         }
     }
 
@@ -437,12 +443,78 @@ impl TermImpacts {
         }
     }
 
-    /// Impacts held, the champions' copies included, and its member bits (counted as
-    /// if built): what the term costs in memory, in impacts (8 bytes).
+    /// The list `scoring` adds up, laid out for `Scorer::top_by`.
+    fn blocked(&self, scoring: Scoring) -> &Blocked {
+        let cell = match (scoring, &self.champions) {
+            (Scoring::Champions, Some(_)) => &self.champions_blocked,
+            _ => &self.blocked,
+        };
+        cell.get_or_init(|| Blocked::new(self.list(scoring), BLOCK_SHIFT))
+    }
+
+    /// Impacts held, the champions' copies included, and its member bits and blocked
+    /// lists (counted as if built): what the term costs in memory, in impacts (8
+    /// bytes).
     fn held(&self) -> usize {
-        self.all.len()
-            + self.champions.as_ref().map_or(0, |c| c.len())
-            + self.member_words().unwrap_or(0)
+        let impacts = self.all.len() + self.champions.as_ref().map_or(0, |c| c.len());
+        // Six bytes an impact, and four a block.
+        let blocks = self
+            .all
+            .last()
+            .map_or(0, |i| (i.doc >> BLOCK_SHIFT) as usize + 1);
+        let blocked = impacts * 3 / 4 + blocks;
+        impacts + blocked + self.member_words().unwrap_or(0)
+    }
+}
+
+/// A list of impacts laid out for adding up a block of `1 << shift` ordinals at a
+/// time (`Scorer::top_by`): each impact's ordinal less its block's first, in 16 bits,
+/// and its score, apart; and where each block's impacts begin.
+///
+/// Six bytes an impact instead of eight, and the loop that adds a block's impacts
+/// up neither looks for the block's end nor checks an index against the scores
+/// (an offset is always within a block of `1 << BLOCK_SHIFT`), so it runs unrolled:
+/// at 100,000 entries adding up impacts is most of a new diagnosis.
+#[derive(Debug, PartialEq)]
+struct Blocked {
+    offsets: Box<[u16]>,
+    scores: Box<[f32]>,
+    /// Block `b`'s impacts are `starts[b]..starts[b + 1]`.
+    starts: Box<[u32]>,
+}
+
+impl Blocked {
+    /// `list` (by ordinal) in blocks of `1 << shift` ordinals; `shift` at most 16.
+    fn new(list: &[Impact], shift: u32) -> Blocked {
+        debug_assert!(shift <= 16);
+        let blocks = list.last().map_or(0, |i| (i.doc >> shift) as usize + 1);
+        let mut starts = Vec::with_capacity(blocks + 1);
+        let mut offsets = Vec::with_capacity(list.len());
+        let mut scores = Vec::with_capacity(list.len());
+        for (i, impact) in list.iter().enumerate() {
+            while starts.len() <= (impact.doc >> shift) as usize {
+                starts.push(i as u32);
+            }
+            offsets.push((impact.doc & ((1 << shift) - 1)) as u16);
+            scores.push(impact.score);
+        }
+        starts.push(list.len() as u32);
+        Blocked {
+            offsets: offsets.into_boxed_slice(),
+            scores: scores.into_boxed_slice(),
+            starts: starts.into_boxed_slice(),
+        }
+    }
+
+    /// Block `block`'s impacts: (offsets, scores).
+    fn block(&self, block: usize) -> (&[u16], &[f32]) {
+        match (self.starts.get(block), self.starts.get(block + 1)) {
+            (Some(&start), Some(&end)) => {
+                let range = start as usize..end as usize;
+                (&self.offsets[range.clone()], &self.scores[range])
+            }
+            _ => (&[], &[]),
+        }
     }
 }
 
@@ -702,61 +774,71 @@ impl Scorer {
         limit: usize,
         keep: Option<&dyn Fn(u32) -> bool>,
     ) -> Result<Vec<(u32, f32)>, SearchError> {
-        self.top_in_blocks(plan, scoring, limit, keep, BLOCK)
+        self.top_in_blocks(plan, scoring, limit, keep, BLOCK_SHIFT)
     }
 
-    /// `top_by`, `block` documents at a time.
+    /// `top_by`, `1 << shift` documents at a time.
     fn top_in_blocks(
         &self,
         plan: &QueryPlan,
         scoring: Scoring,
         limit: usize,
         keep: Option<&dyn Fn(u32) -> bool>,
-        block: usize,
+        shift: u32,
     ) -> Result<Vec<(u32, f32)>, SearchError> {
         let lists = self.lists(plan, scoring);
-        let mut lists: Vec<(f32, &[Impact])> = lists
+        // The cached layout, or (in tests of other block sizes) one made here.
+        let made: Vec<Blocked> = if shift == BLOCK_SHIFT {
+            Vec::new()
+        } else {
+            lists
+                .iter()
+                .map(|(_, impacts)| Blocked::new(impacts.list(scoring), shift))
+                .collect()
+        };
+        let lists: Vec<(f32, &Blocked)> = lists
             .iter()
-            .map(|(weight, impacts)| (*weight, impacts.list(scoring)))
+            .enumerate()
+            .map(|(i, (weight, impacts))| {
+                (
+                    *weight,
+                    made.get(i).unwrap_or_else(|| impacts.blocked(scoring)),
+                )
+            })
             .collect();
         let phrases = self.phrase_scores(plan)?;
         let mut phrases = phrases.as_slice();
         let mut best = Best::new(limit);
-        let mut sums = vec![0.0f32; block.min(self.num_docs)];
-        for first in (0..self.num_docs).step_by(block) {
-            let end = (first + block).min(self.num_docs);
-            // Zeroed when made, and after each block's scan.
-            let scores = &mut sums[..end - first];
-            for (weight, list) in &mut lists {
-                // Walked, not searched for the block's end: a list's next impacts are
-                // read from memory in order, a binary search's are not (at 100,000
-                // entries its probes waited on memory for a fifth of the time).
-                let weight = *weight;
-                let mut added = 0;
-                for impact in list.iter() {
-                    let Some(score) = scores.get_mut(impact.doc as usize - first) else {
-                        break;
-                    };
-                    *score += weight * impact.score;
-                    added += 1;
-                }
-                *list = &list[added..];
-            }
-            let here = phrases.partition_point(|&(ordinal, _)| (ordinal as usize) < end);
-            for &(ordinal, score) in &phrases[..here] {
-                scores[ordinal as usize - first] += score;
-            }
-            phrases = &phrases[here..];
-            if let Some(keep) = keep {
-                for (i, score) in scores.iter_mut().enumerate() {
-                    if *score > 0.0 && !keep((first + i) as u32) {
-                        *score = 0.0;
+        let block = 1usize << shift;
+        SUMS.with_borrow_mut(|sums| {
+            let sums: &mut [f32; BLOCK] = sums;
+            for (number, first) in (0..self.num_docs).step_by(block).enumerate() {
+                let end = (first + block).min(self.num_docs);
+                for (weight, list) in &lists {
+                    let weight = *weight;
+                    let (offsets, scores) = list.block(number);
+                    for (&offset, &score) in offsets.iter().zip(scores) {
+                        sums[offset as usize] += weight * score;
                     }
                 }
+                // Zeroed when made, and after each block's scan.
+                let scores = &mut sums[..end - first];
+                let here = phrases.partition_point(|&(ordinal, _)| (ordinal as usize) < end);
+                for &(ordinal, score) in &phrases[..here] {
+                    scores[ordinal as usize - first] += score;
+                }
+                phrases = &phrases[here..];
+                if let Some(keep) = keep {
+                    for (i, score) in scores.iter_mut().enumerate() {
+                        if *score > 0.0 && !keep((first + i) as u32) {
+                            *score = 0.0;
+                        }
+                    }
+                }
+                best.scan(first as u32, scores);
+                scores.fill(0.0);
             }
-            best.scan(first as u32, scores);
-            scores.fill(0.0);
-        }
+        });
         Ok(best.into_sorted())
     }
 
@@ -1081,9 +1163,19 @@ const MEMBERS_DENSITY: usize = 32;
 /// Scores `Best::scan` rules out at once when none is above the bar.
 const CHUNK: usize = 64;
 
-/// Documents `Scorer::top_by` adds up at a time: 256 KB of scores, half of a core's
-/// second-level cache on the machine measured.
-const BLOCK: usize = 1 << 16;
+/// Documents `Scorer::top_by` adds up at a time (`BLOCK`, a power of two): 256 KB of
+/// scores, half of a core's second-level cache on the machine measured. At most 16,
+/// so that an ordinal within a block fits a `u16` (see `Blocked`).
+const BLOCK_SHIFT: u32 = 16;
+const BLOCK: usize = 1 << BLOCK_SHIFT;
+
+thread_local! {
+    /// A block's scores for `Scorer::top_by`: zero between uses. One per thread, so
+    /// that a ranking neither allocates nor zeroes them; a fixed size, so that an
+    /// offset from a `u16` needs no test against it.
+    static SUMS: std::cell::RefCell<Box<[f32; BLOCK]>> =
+        std::cell::RefCell::new(vec![0.0; BLOCK].into_boxed_slice().try_into().expect("BLOCK scores"));
+}
 
 #[cfg(test)]
 mod tests {
@@ -1236,7 +1328,8 @@ mod tests {
             all.as_slice(),
             "a short list is its own champions"
         );
-        assert_eq!(few.held(), 5, "and is not held twice");
+        // Five impacts, then laid out in one block for adding up (see `Blocked`).
+        assert_eq!(few.held(), 5 + 5 * 3 / 4 + 1, "and is not held twice");
         assert!(TermImpacts::new(all, 0).champions().is_empty());
     }
 
@@ -1418,19 +1511,46 @@ mod tests {
                 for limit in [1, 3, 10] {
                     let expected = top(&scores, limit);
                     assert!(!expected.is_empty());
-                    for block in [1, 2, 3, 5, BLOCK] {
+                    for shift in [0, 1, 2, 3, BLOCK_SHIFT] {
                         let got = scorer
-                            .top_in_blocks(&plan, scoring, limit, None, block)
+                            .top_in_blocks(&plan, scoring, limit, None, shift)
                             .unwrap();
-                        assert_eq!(got, expected, "{query:?} {scoring:?} {limit} {block}");
+                        assert_eq!(got, expected, "{query:?} {scoring:?} {limit} {shift}");
                         let got = scorer
-                            .top_in_blocks(&plan, scoring, limit, Some(&even), block)
+                            .top_in_blocks(&plan, scoring, limit, Some(&even), shift)
                             .unwrap();
-                        assert_eq!(got, top(&kept, limit), "{query:?} kept {block}");
+                        assert_eq!(got, top(&kept, limit), "{query:?} kept {shift}");
                     }
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_blocked_list_gives_each_block_its_impacts_by_offset() {
+        let impact = |doc, score| Impact { doc, score };
+        let list = [
+            impact(1, 1.0),
+            impact(3, 2.0),
+            impact(12, 3.0),
+            impact(13, 4.0),
+        ];
+        // Blocks of four ordinals; the second and third hold none.
+        let blocked = Blocked::new(&list, 2);
+        let none: (&[u16], &[f32]) = (&[], &[]);
+        assert_eq!(blocked.block(0), (&[1u16, 3][..], &[1.0f32, 2.0][..]));
+        assert_eq!(blocked.block(1), none);
+        assert_eq!(blocked.block(2), none);
+        assert_eq!(blocked.block(3), (&[0u16, 1][..], &[3.0f32, 4.0][..]));
+        assert_eq!(blocked.block(4), none, "past the last ordinal");
+        assert_eq!(Blocked::new(&[], 16).block(0), none);
+        // Ordinals past the first block of 1 << 16, as at 100,000 entries.
+        let far = Blocked::new(&[impact(70_000, 5.0)], BLOCK_SHIFT);
+        assert_eq!(far.block(0), none);
+        assert_eq!(
+            far.block(1),
+            (&[(70_000 - BLOCK) as u16][..], &[5.0f32][..])
+        );
     }
 
     #[test]

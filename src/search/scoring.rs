@@ -1098,14 +1098,8 @@ impl Best {
         }
         for (chunk_index, chunk) in scores.chunks(CHUNK).enumerate() {
             // Most chunks hold nothing above the bar once it is set: their maximum rules
-            // them out at once. Taken over the scores' bits, which order as the scores do
-            // for the non-negative ones (the bar is one) and put the rest (negative, NaN)
-            // above every non-negative score, to be looked at one by one: an integer
-            // maximum is taken in SIMD registers, a float one (for NaN's sake) is not.
-            let max = chunk
-                .iter()
-                .fold(0u32, |max, &score| max.max(score.to_bits()));
-            if max <= self.bar.to_bits() {
+            // them out at once.
+            if maximum(chunk) <= self.bar {
                 continue;
             }
             for (i, &score) in chunk.iter().enumerate() {
@@ -1139,6 +1133,23 @@ impl Best {
             .map(|Reverse(key)| (u32::MAX - key as u32, f32::from_bits((key >> 32) as u32)))
             .collect()
     }
+}
+
+/// The greatest of `scores` and 0; a NaN counts as 0 (`Best::scan` keeps neither).
+/// Taken in eight lanes at once, which compile to SIMD maxima: at 100,000 entries a
+/// diagnosis scans 900,000 scores for the few above the bar.
+fn maximum(scores: &[f32]) -> f32 {
+    let larger = |a: f32, b: f32| if b > a { b } else { a };
+    let (lanes, rest) = scores.as_chunks::<8>();
+    let mut max = [0.0f32; 8];
+    for lane in lanes {
+        for (max, &score) in max.iter_mut().zip(lane) {
+            *max = larger(*max, score);
+        }
+    }
+    max.into_iter()
+        .chain(rest.iter().copied())
+        .fold(0.0, larger)
 }
 
 /// A positive score and its ordinal as one integer that is greater for the better of
@@ -1523,6 +1534,20 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_maximum_over_lanes_is_the_largest_score_or_zero() {
+        assert_eq!(maximum(&[]), 0.0);
+        assert_eq!(maximum(&[-1.0, f32::NAN]), 0.0, "neither raises it");
+        // In a full lane, past it (the rest), and beside a NaN.
+        let mut scores = vec![1.0f32; 19];
+        scores[3] = f32::NAN;
+        for at in [0, 7, 8, 18] {
+            let mut scores = scores.clone();
+            scores[at] = 5.0;
+            assert_eq!(maximum(&scores), 5.0, "{at}");
         }
     }
 

@@ -766,7 +766,8 @@ impl Scorer {
     /// block left it: a block's scores stay in the core's own cache, where the whole
     /// array would not (at 100,000 entries the describing passages are 900,000 scores,
     /// 3.6 MB, and each addition waited on memory). A document's scores are added in
-    /// the same order either way.
+    /// the same order either way. `keep` must not rank: the block's scores are the
+    /// thread's own.
     pub fn top_by(
         &self,
         plan: &QueryPlan,
@@ -814,6 +815,9 @@ impl Scorer {
             let sums: &mut [f32; BLOCK] = sums;
             for (number, first) in (0..self.num_docs).step_by(block).enumerate() {
                 let end = (first + block).min(self.num_docs);
+                // Zeroed before each block, not after: a ranking that panicked on this
+                // thread cannot leave its sums to the next.
+                sums[..end - first].fill(0.0);
                 for (weight, list) in &lists {
                     let weight = *weight;
                     let (offsets, scores) = list.block(number);
@@ -821,7 +825,6 @@ impl Scorer {
                         sums[offset as usize] += weight * score;
                     }
                 }
-                // Zeroed when made, and after each block's scan.
                 let scores = &mut sums[..end - first];
                 let here = phrases.partition_point(|&(ordinal, _)| (ordinal as usize) < end);
                 for &(ordinal, score) in &phrases[..here] {
@@ -836,7 +839,6 @@ impl Scorer {
                     }
                 }
                 best.scan(first as u32, scores);
-                scores.fill(0.0);
             }
         });
         Ok(best.into_sorted())
@@ -1181,9 +1183,9 @@ const BLOCK_SHIFT: u32 = 16;
 const BLOCK: usize = 1 << BLOCK_SHIFT;
 
 thread_local! {
-    /// A block's scores for `Scorer::top_by`: zero between uses. One per thread, so
-    /// that a ranking neither allocates nor zeroes them; a fixed size, so that an
-    /// offset from a `u16` needs no test against it.
+    /// A block's scores for `Scorer::top_by`. One per thread, so that a ranking does
+    /// not allocate them; a fixed size, so that an offset from a `u16` needs no test
+    /// against it.
     static SUMS: std::cell::RefCell<Box<[f32; BLOCK]>> =
         std::cell::RefCell::new(vec![0.0; BLOCK].into_boxed_slice().try_into().expect("BLOCK scores"));
 }
@@ -1535,6 +1537,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_ranking_is_not_swayed_by_what_an_earlier_one_left_in_the_threads_scores() {
+        let (index, scorer) = titled_index(&[
+            ("watchdog timeout", "rank 3"),
+            ("other", "nothing here"),
+            ("timeout", "a rank"),
+        ]);
+        let analysed = Analysed::new(&index, "watchdog timeout rank");
+        let plan = scorer.plan(&analysed).unwrap().unwrap();
+        let expected = scorer.top_by(&plan, Scoring::Exact, 10, None).unwrap();
+        // As a ranking that panicked halfway would leave them.
+        SUMS.with_borrow_mut(|sums| sums.fill(7.0));
+        let got = scorer.top_by(&plan, Scoring::Exact, 10, None).unwrap();
+        assert_eq!(got, expected);
+        assert_eq!(
+            got.len(),
+            2,
+            "the passage that shares no word scores nothing"
+        );
     }
 
     #[test]

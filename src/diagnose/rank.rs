@@ -385,8 +385,12 @@ fn diagnose_sharing(
         scored.truncate(wanted);
     }
 
-    // The candidates scored by shared hits alone that made the head.
+    // The candidates scored by shared hits alone that made the head (every other entry
+    // there is claimed, and a candidate already).
     for &(entry, ..) in &scored {
+        if shared.is_empty() || claimed.binary_search(&entry).is_ok() {
+            continue;
+        }
         let mut matches: Vec<SignatureMatch> = shared
             .iter()
             .flat_map(|hit| hit.matches_of(entry))

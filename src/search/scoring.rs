@@ -762,8 +762,8 @@ impl Scorer {
     /// The best `limit` documents for `plan` among those `keep` accepts (all of them
     /// without it), as `top` of `scores_by` gives them, scores to the last bit.
     ///
-    /// Added up a block of `BLOCK` documents at a time, each list from where the last
-    /// block left it: a block's scores stay in the core's own cache, where the whole
+    /// Added up a block of `BLOCK` documents at a time, from each list's `Blocked`
+    /// layout: a block's scores stay in the core's own cache, where the whole
     /// array would not (at 100,000 entries the describing passages are 900,000 scores,
     /// 3.6 MB, and each addition waited on memory). A document's scores are added in
     /// the same order either way. `keep` must not rank: the block's scores are the

@@ -107,11 +107,16 @@ impl Diagnoser {
         rank::diagnose(&self.index, paste, limit)
     }
 
+    /// The answer for a paste seen recently, if it is still remembered.
+    pub fn cached(&self, text: &str, limit: usize) -> Option<Diagnosis> {
+        let asked = AskedRef { text, limit };
+        self.answers.get(&asked).map(|d| d.as_ref().clone())
+    }
+
     /// Diagnoses pasted text, answering a paste seen recently from memory.
     pub fn diagnose_text(&self, text: &str, limit: usize) -> Result<Diagnosis, SearchError> {
-        let asked = AskedRef { text, limit };
-        if let Some(d) = self.answers.get(&asked) {
-            return Ok(d.as_ref().clone());
+        if let Some(d) = self.cached(text, limit) {
+            return Ok(d);
         }
         let d = self.diagnose(&Paste::from_text(text), limit)?;
         if text.len() <= LARGEST_CACHED {

@@ -312,7 +312,7 @@ pub async fn diagnose(
         )
         .into());
     }
-    let d = served.diagnoser.diagnose_text(&request.text, limit)?;
+    let d = state.diagnose(&served, request.text.into(), limit).await?;
     let mut size = 1024;
     let matches: Vec<DiagnoseMatch> = d
         .matches
@@ -471,6 +471,16 @@ pub struct Health {
     /// When the served knowledge base was last reloaded (seconds since 1970).
     pub last_reload_unix: Option<u64>,
     pub reload_error: Option<HealthError>,
+    /// The CPU time recent new diagnoses took on average, in milliseconds (answers from
+    /// the cache of recent pastes do not count).
+    pub diagnosis_ms: f64,
+    /// Whether new diagnoses now take turns on the diagnosis threads (they do once they
+    /// take a millisecond or more) rather than running on the request's own thread.
+    pub diagnoses_queued: bool,
+    /// New diagnoses waiting for a diagnosis thread.
+    pub diagnoses_waiting: usize,
+    /// New diagnoses the diagnosis threads have made since the server started.
+    pub diagnoses_on_threads: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -503,6 +513,10 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
             problems: e.problems,
             at_unix: unix_seconds(e.at),
         }),
+        diagnosis_ms: served.diagnosis_cost.mean().as_secs_f64() * 1e3,
+        diagnoses_queued: served.diagnosis_cost.queues(0),
+        diagnoses_waiting: state.diagnoses.waiting(),
+        diagnoses_on_threads: state.diagnoses.finished(),
     })
 }
 

@@ -36,6 +36,8 @@ pub enum AppError {
     Unavailable(String),
     #[error("search failed: {0}")]
     Search(#[from] SearchError),
+    #[error("{0}")]
+    Internal(String),
     #[error("template rendering failed: {0}")]
     Render(#[from] askama::Error),
 }
@@ -52,7 +54,9 @@ impl AppError {
             AppError::UriTooLong(_) => StatusCode::URI_TOO_LONG,
             AppError::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             AppError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            AppError::Search(_) | AppError::Render(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            AppError::Search(_) | AppError::Render(_) | AppError::Internal(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 

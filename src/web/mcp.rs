@@ -60,7 +60,20 @@ pub async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Byt
     match Message::parse(String::from_utf8_lossy(&body).as_bytes()) {
         Err(error) => reject(error),
         Ok(Message::Request { id, method, params }) => {
-            let outcome = match dispatch(&state, &method, params) {
+            // A costly diagnosis takes its turn on the diagnosis threads, as the API's does.
+            let queued = method == "tools/call"
+                && calls_tool(params.as_ref(), "diagnose")
+                && state.served().diagnosis_cost.queues(body.len());
+            let answered = if queued {
+                let state = state.clone();
+                (state.diagnoses.clone())
+                    .run(move || dispatch(&state, &method, params))
+                    .await
+                    .unwrap_or_else(|error| Err(RpcError::new(INTERNAL_ERROR, error.to_string())))
+            } else {
+                dispatch(&state, &method, params)
+            };
+            let outcome = match answered {
                 Ok(result) => Outcome::Result(result),
                 Err(error) => Outcome::Error(error),
             };
@@ -72,6 +85,11 @@ pub async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Byt
         }
         Ok(Message::Response) => StatusCode::ACCEPTED.into_response(),
     }
+}
+
+/// Whether `tools/call` parameters name the tool `name`.
+fn calls_tool(params: Option<&Value>, name: &str) -> bool {
+    params.and_then(|p| p.get("name")).and_then(Value::as_str) == Some(name)
 }
 
 /// An absent `MCP-Protocol-Version` header is accepted (the spec says to assume the
@@ -713,7 +731,7 @@ fn diagnose(state: &AppState, args: Value) -> Result<Value, ToolError> {
         DIAGNOSE_MAX_LIMIT,
         DIAGNOSE_USAGE,
     )?;
-    let d = served.diagnoser.diagnose_text(text, limit)?;
+    let d = served.diagnose(text, limit)?;
     let kb = served.index.kb();
     fit(|clip| DiagnoseOutput {
         verdict: d.verdict,

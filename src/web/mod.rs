@@ -8,6 +8,7 @@ mod i18n;
 mod llms;
 mod mcp;
 mod pages;
+mod queue;
 pub mod server;
 mod share;
 
@@ -31,6 +32,7 @@ use crate::kb::Entry;
 use crate::search::SearchIndex;
 
 pub use error::AppError;
+pub use queue::{RecentCost, WorkQueue, thread_cpu_time};
 
 /// Largest request body accepted (a paste of a long log fits).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -83,6 +85,8 @@ pub struct Served {
     /// Each entry's texts as JSON, by position in the knowledge base, written the first
     /// time an answer holds the entry.
     entry_json: Box<[OnceLock<api::EntryJson>]>,
+    /// The CPU time this knowledge base's recent new diagnoses took.
+    pub diagnosis_cost: RecentCost,
 }
 
 impl Served {
@@ -92,7 +96,24 @@ impl Served {
             diagnoser: Arc::new(Diagnoser::new(index.clone())),
             entry_json: (0..index.kb().len()).map(|_| OnceLock::new()).collect(),
             index,
+            diagnosis_cost: RecentCost::default(),
         }
+    }
+
+    /// Diagnoses `text`, from the cache of recent answers when it can; a new
+    /// diagnosis's CPU time counts towards `diagnosis_cost`.
+    pub fn diagnose(
+        &self,
+        text: &str,
+        limit: usize,
+    ) -> Result<crate::diagnose::Diagnosis, crate::search::SearchError> {
+        if let Some(d) = self.diagnoser.cached(text, limit) {
+            return Ok(d);
+        }
+        let started = queue::thread_cpu_time();
+        let d = self.diagnoser.diagnose_text(text, limit)?;
+        (self.diagnosis_cost).record(queue::thread_cpu_time().saturating_sub(started));
+        Ok(d)
     }
 
     /// The entry with `slug`, its position and its texts as JSON.
@@ -111,6 +132,8 @@ pub struct AppState {
     served: Arc<ArcSwap<Served>>,
     reloads: Arc<Mutex<ReloadStatus>>,
     pub limits: Limits,
+    /// The diagnosis threads: new pastes are diagnosed there, in the order they came.
+    pub diagnoses: WorkQueue,
     /// Where users reach this server (`https://errbook.example.com`), without a
     /// trailing slash; `None` when unknown, and then URLs are relative.
     pub public_url: Option<Arc<str>>,
@@ -122,8 +145,32 @@ impl AppState {
             served: Arc::new(ArcSwap::from_pointee(Served::new(index))),
             reloads: Arc::default(),
             limits: Limits::default(),
+            diagnoses: WorkQueue::new(std::thread::available_parallelism().map_or(2, |n| n.get())),
             public_url: None,
         }
+    }
+
+    /// Diagnoses `text` against `served` (the knowledge base the request took): a
+    /// paste answered recently, or a cheap one, at once; any other in its turn on the
+    /// diagnosis threads (see `RecentCost::queues`).
+    pub async fn diagnose(
+        &self,
+        served: &Arc<Served>,
+        text: Arc<str>,
+        limit: usize,
+    ) -> Result<crate::diagnose::Diagnosis, AppError> {
+        if let Some(d) = served.diagnoser.cached(&text, limit) {
+            return Ok(d);
+        }
+        if !served.diagnosis_cost.queues(text.len()) {
+            return Ok(served.diagnose(&text, limit)?);
+        }
+        let served = served.clone();
+        let d = self
+            .diagnoses
+            .run(move || served.diagnose(&text, limit))
+            .await??;
+        Ok(d)
     }
 
     /// The knowledge base now served. Take it once per request, so one answer never

@@ -4,6 +4,7 @@
 //! leads.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use askama::Template;
 use axum::extract::rejection::{FormRejection, QueryRejection};
@@ -376,7 +377,7 @@ pub struct MatchView<'a> {
 #[template(path = "diagnose.html")]
 pub struct DiagnosePage<'a> {
     pub ui: Ui,
-    pub text: String,
+    pub text: &'a str,
     pub diagnosis: &'a Diagnosis,
     /// The answer, when there is one.
     pub top: Option<MatchView<'a>>,
@@ -408,7 +409,7 @@ pub async fn diagnose(
         )),
         _ => AppError::BadRequest(e.body_text()),
     })?;
-    answer(&state, lang, form.text)
+    answer(&state, lang, form.text).await
 }
 
 #[derive(Debug, Deserialize)]
@@ -427,17 +428,18 @@ pub async fn diagnose_shared(
         return Ok(Redirect::to("/").into_response());
     };
     let text = share::decode(&packed).map_err(AppError::BadRequest)?;
-    answer(&state, lang, text)
+    answer(&state, lang, text).await
 }
 
-fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
+async fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
     let served = state.served();
     if text.trim().is_empty() {
         return Err(AppError::BadRequest(
             "The paste is empty: paste a traceback or a log into the box.".into(),
         ));
     }
-    let diagnosis = served.diagnoser.diagnose_text(&text, 5)?;
+    let text: Arc<str> = text.into();
+    let diagnosis = state.diagnose(&served, text.clone(), 5).await?;
     let share = share::link(&text, &diagnosis);
     let kb = served.index.kb();
     let mut views = diagnosis.matches.iter().filter_map(|m| {
@@ -455,7 +457,7 @@ fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
     render(DiagnosePage {
         ui: Ui::new(lang, share.path.clone()),
         share_url: state.url(&share.path),
-        text,
+        text: &text,
         diagnosis: &diagnosis,
         top,
         fix_html,

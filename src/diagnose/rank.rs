@@ -360,29 +360,53 @@ fn diagnose_sharing(
     let on_root: Vec<bool> = (shared.iter())
         .map(|hit| root_lines.contains(&line_of(hit.start)))
         .collect();
-    partial.extend(shared_only(&shared, &on_root, &claimed));
-    // In order, best first; only the head as a rule (the rest once the loop gets there).
-    let best_first = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    let head = (4 * wanted).min(partial.len());
-    if head < partial.len() {
-        partial.select_nth_unstable_by(head, best_first);
-    }
-    partial[..head].sort_by(best_first);
-    // (entry, score, vocabulary share).
+    // (entry, score, vocabulary share), best first.
     let mut scored: Vec<(usize, f32, f32)> = Vec::with_capacity(wanted + 1);
-    for i in 0..partial.len() {
-        if i == head {
-            partial[head..].sort_by(best_first);
+    // Adds `partial` to `scored` best first until no later one can reach the best
+    // `wanted` (true then).
+    let add_best_first = |partial: &mut Vec<(usize, f32)>, scored: &mut Vec<(usize, f32, f32)>| {
+        // Only the head in order as a rule (the rest once the loop gets there).
+        let best_first =
+            |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        let head = (4 * wanted).min(partial.len());
+        if head < partial.len() {
+            partial.select_nth_unstable_by(head, best_first);
         }
-        let (entry, without_coverage) = partial[i];
-        if scored.len() >= wanted && without_coverage + COVERAGE < scored[wanted - 1].1 {
-            break;
+        partial[..head].sort_by(best_first);
+        for i in 0..partial.len() {
+            if i == head {
+                partial[head..].sort_by(best_first);
+            }
+            let (entry, without_coverage) = partial[i];
+            if scored.len() >= wanted && without_coverage + COVERAGE < scored[wanted - 1].1 {
+                return true;
+            }
+            let coverage = index.coverage(&query_terms, &kb.entries()[entry].slug);
+            let score = without_coverage + COVERAGE * coverage;
+            let at = scored.partition_point(|s| s.1 > score || (s.1 == score && s.0 < entry));
+            scored.insert(at, (entry, score, coverage));
+            scored.truncate(wanted);
         }
-        let coverage = index.coverage(&query_terms, &kb.entries()[entry].slug);
-        let score = without_coverage + COVERAGE * coverage;
-        let at = scored.partition_point(|s| s.1 > score || (s.1 == score && s.0 < entry));
-        scored.insert(at, (entry, score, coverage));
-        scored.truncate(wanted);
+        false
+    };
+    // The entries only shared hits name score at most `bound`, so every candidate
+    // above it comes before them all. Often those settle the head, and the thousands
+    // of shared-only entries need not be scored one by one; otherwise they are, and
+    // join the candidates not above the bound, in the same order as all together.
+    match shared_only_bound(&shared, &on_root) {
+        None => {
+            add_best_first(&mut partial, &mut scored);
+        }
+        Some(bound) => {
+            let (mut above, mut rest): (Vec<_>, Vec<_>) =
+                partial.into_iter().partition(|&(_, score)| score > bound);
+            let settled = add_best_first(&mut above, &mut scored)
+                || (scored.len() >= wanted && bound + COVERAGE < scored[wanted - 1].1);
+            if !settled {
+                rest.extend(shared_only(&shared, &on_root, &claimed));
+                add_best_first(&mut rest, &mut scored);
+            }
+        }
     }
 
     // The candidates scored by shared hits alone that made the head (every other entry
@@ -491,6 +515,36 @@ fn diagnose_sharing(
         distinct_lines: paste.lines.len(),
         truncated: paste.truncated,
     })
+}
+
+/// The highest partial score (see `Candidate::partial_score`) an entry can have from
+/// the shared hits `shared` alone (`None` without any): each hit counted with the most
+/// signatures one entry has in it. `on_root[i]`: whether `shared[i]` fired on a
+/// root-cause line.
+fn shared_only_bound(shared: &[SharedHit], on_root: &[bool]) -> Option<f32> {
+    if shared.is_empty() {
+        return None;
+    }
+    let mut most = Candidate::default();
+    for (hit, &on_root) in shared.iter().zip(on_root) {
+        // Literals are ordered by entry: count each entry's run.
+        let (mut strong, mut weak) = (0, 0);
+        let mut run = Candidate::default();
+        let mut entry = None;
+        for l in hit.literals {
+            if entry != Some(l.entry) {
+                entry = Some(l.entry);
+                run = Candidate::default();
+            }
+            run.count(l.weak, on_root);
+            strong = strong.max(run.strong);
+            weak = weak.max(run.weak);
+        }
+        most.strong += strong;
+        most.weak += weak;
+        most.on_root |= on_root && strong > 0;
+    }
+    Some(most.partial_score())
 }
 
 /// The partial scores (see `Candidate::partial_score`) of the entries that the shared
@@ -983,6 +1037,49 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn no_entry_scores_above_the_bound_of_the_shared_hits_alone() {
+        use crate::kb::SharedLiteral;
+
+        let literal = |entry, signature, weak| SharedLiteral {
+            entry,
+            signature,
+            weak,
+        };
+        // Entry 3 has two weak signatures in the first hit and a strong one in the
+        // second; entry 8 the most strong ones of the second hit.
+        let first = [
+            literal(1, 0, true),
+            literal(3, 0, true),
+            literal(3, 1, true),
+            literal(5, 0, true),
+        ];
+        let second = [
+            literal(3, 2, false),
+            literal(8, 0, false),
+            literal(8, 1, false),
+            literal(9, 0, true),
+        ];
+        let hit = |literals| SharedHit {
+            literals,
+            start: 0,
+            end: 1,
+        };
+        let shared = [hit(&first[..]), hit(&second[..])];
+        for on_root in [[false, false], [false, true], [true, true]] {
+            let bound = shared_only_bound(&shared, &on_root).expect("a bound");
+            let scores = shared_only(&shared, &on_root, &[]);
+            assert_eq!(scores.len(), 5, "entries 1, 3, 5, 8 and 9");
+            assert!(scores.iter().all(|&(_, score)| score <= bound));
+            // Each hit's most for one entry: two strong (entry 8), and weak ones two
+            // plus one, counted up to two; the root-cause bonus only when the hit with
+            // strong signatures is on the root cause.
+            let root = if on_root[1] { ON_ROOT_CAUSE } else { 0.0 };
+            assert_eq!(bound, 2.0 * STRONG + 2.0 * WEAK + root);
+        }
+        assert_eq!(shared_only_bound(&[], &[]), None);
     }
 
     /// Lines of words (from a small vocabulary, so lines share words), as

@@ -22,6 +22,10 @@ use crate::kb::{Entry, Kb};
 const PHRASE_HITS: usize = 64;
 /// Indexing memory of a phrase index's one writing thread.
 const PHRASE_BUDGET: usize = 200_000_000;
+/// Term cache of a passage index, in impacts per passage: about nine passages an entry,
+/// each term only its champion list (`Scorer::champions_only`), so a fourth of the main
+/// index's per document holds the words of as many pastes.
+const PHRASE_CACHE_PER_DOC: u64 = scoring::CACHE_PER_DOC / 4;
 /// Longest line kept as a passage, in bytes.
 const MAX_PASSAGE: usize = 600;
 
@@ -195,8 +199,11 @@ impl PhraseIndex {
                 passages.push(ordinal as u32);
             }
         }
+        // Ranked from champion lists only (`best`); `explains` reads the postings.
         let scorer = Scorer::new(searcher.clone(), Box::new(searcher), vec![(1.0, fields)])
-            .with_champions(champions(entry_of.len(), entries));
+            .with_champions(champions(entry_of.len(), entries))
+            .with_cache_per_doc(PHRASE_CACHE_PER_DOC)
+            .champions_only();
         Ok(PhraseIndex {
             scorer,
             fields,
@@ -215,7 +222,10 @@ impl PhraseIndex {
         });
         let champions = champions(self.entry_of.len(), self.passages_of.len());
         PhraseIndex {
-            scorer: Scorer::new(own, stats, vec![(1.0, self.fields)]).with_champions(champions),
+            scorer: Scorer::new(own, stats, vec![(1.0, self.fields)])
+                .with_champions(champions)
+                .with_cache_per_doc(PHRASE_CACHE_PER_DOC)
+                .champions_only(),
             ..self
         }
     }

@@ -25,11 +25,13 @@ start_errbook() {
 }
 
 # write_load_inputs WORK PASTE KB: URL-encodes benches/load/queries.txt into
-# WORK/queries.enc, wraps PASTE as WORK/paste.json, and exports QUERIES, PASTE_JSON
-# and ENTRY (an entry of KB) for the wrk scripts.
+# WORK/queries.enc, wraps PASTE as WORK/paste.json, writes every example paste of the
+# real entries in kb/ (184 pastes, 0.1-5 KB) as JSON, one a line, into
+# WORK/pastes.jsonl, and exports QUERIES, PASTE_JSON, PASTES and ENTRY (an entry of
+# KB) for the wrk scripts.
 write_load_inputs() {
     python3 - "$1" "$2" <<'PY'
-import json, sys, urllib.parse
+import glob, json, re, sys, urllib.parse
 work, paste = sys.argv[1], sys.argv[2]
 with open("benches/load/queries.txt", encoding="utf-8") as f, open(f"{work}/queries.enc", "w") as out:
     for line in f:
@@ -37,11 +39,34 @@ with open("benches/load/queries.txt", encoding="utf-8") as f, open(f"{work}/quer
             out.write(urllib.parse.quote(line.strip()) + "\n")
 with open(paste, encoding="utf-8") as f, open(f"{work}/paste.json", "w") as out:
     json.dump({"text": f.read()}, out)
+# The `examples:` of each entry's front matter: block scalars (`  - |`), indented by 4.
+pastes = []
+for path in sorted(glob.glob("kb/*.md")):
+    front = open(path, encoding="utf-8").read().split("\n---", 1)[0]
+    in_examples, lines = False, None
+    for line in front.split("\n"):
+        if re.match(r"^[a-z_]+:", line):
+            in_examples = line.startswith("examples:")
+        elif in_examples and line.startswith("  - |"):
+            if lines is not None:
+                pastes.append("\n".join(lines))
+            lines = []
+            continue
+        elif in_examples and lines is not None:
+            lines.append(line[4:])
+            continue
+        if lines is not None:
+            pastes.append("\n".join(lines))
+            lines = None
+with open(f"{work}/pastes.jsonl", "w") as out:
+    for text in pastes:
+        out.write(json.dumps({"text": text.strip() + "\n"}, ensure_ascii=False) + "\n")
 PY
     QUERIES="$1/queries.enc"
     PASTE_JSON="$1/paste.json"
+    PASTES="$1/pastes.jsonl"
     ENTRY=$(basename "$(find "$3" -name '*.md' ! -name README.md -print -quit)" .md)
-    export QUERIES PASTE_JSON ENTRY
+    export QUERIES PASTE_JSON PASTES ENTRY
 }
 
 # rss_mb PID: resident memory in MB.

@@ -6,9 +6,10 @@
 # Starts `errbook serve`, records start-to-ready time and idle memory, then runs wrk
 # (2 threads) against: search (32 queries repeated, then every query new), diagnose
 # (one real 4 KB paste as JSON, repeated, then made new each request, then new on one
-# connection: the latency of one request at a time) and portal pages; prints a
-# Markdown table: requests/s, latency percentiles, errors, and resident memory after
-# the runs.
+# connection: the latency of one request at a time; then the 184 example pastes of the
+# real entries in turn, each made new, at 32 connections and on one) and portal pages;
+# prints a Markdown table: requests/s, latency percentiles, errors, and resident
+# memory after the runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/common.sh
@@ -67,6 +68,8 @@ UNIQUE=1 run "GET /api/v1/search (every query new)" benches/load/search.lua
 run "POST /api/v1/diagnose (one paste, repeated)" benches/load/diagnose.lua
 UNIQUE=1 run "POST /api/v1/diagnose (every paste new)" benches/load/diagnose.lua
 UNIQUE=1 CONNS=1 run "POST /api/v1/diagnose (every paste new, 1 connection)" benches/load/diagnose.lua
+run "POST /api/v1/diagnose (184 example pastes in turn, each new)" benches/load/diagnose-many.lua
+CONNS=1 run "POST /api/v1/diagnose (184 example pastes in turn, each new, 1 connection)" benches/load/diagnose-many.lua
 run "GET pages (home, entry, search, entry JSON)" benches/load/page.lua
 echo
 echo "RSS after the runs: $(rss)"

@@ -518,33 +518,27 @@ fn diagnose_sharing(
 }
 
 /// The highest partial score (see `Candidate::partial_score`) an entry can have from
-/// the shared hits `shared` alone (`None` without any): each hit counted with the most
-/// signatures one entry has in it. `on_root[i]`: whether `shared[i]` fired on a
-/// root-cause line.
+/// the shared hits `shared` alone (`None` without any): for each hit, the most
+/// signatures one entry has in it and in every other hit whose list shares an entry
+/// with it. (An entry in several hits is in lists that pairwise share it, so it
+/// counts no more than that for any of its hits.) `on_root[i]`: whether `shared[i]`
+/// fired on a root-cause line.
 fn shared_only_bound(shared: &[SharedHit], on_root: &[bool]) -> Option<f32> {
-    if shared.is_empty() {
-        return None;
-    }
-    let mut most = Candidate::default();
-    for (hit, &on_root) in shared.iter().zip(on_root) {
-        // Literals are ordered by entry: count each entry's run.
-        let (mut strong, mut weak) = (0, 0);
-        let mut run = Candidate::default();
-        let mut entry = None;
-        for l in hit.literals {
-            if entry != Some(l.entry) {
-                entry = Some(l.entry);
-                run = Candidate::default();
+    let mut bound: Option<f32> = None;
+    for (i, hit) in shared.iter().enumerate() {
+        let mut most = Candidate::default();
+        for (j, (other, &on_root)) in shared.iter().zip(on_root).enumerate() {
+            if j == i || hit.list.shares_an_entry_with(other.list) {
+                let strong = other.list.most_strong() as usize;
+                most.strong += strong;
+                most.weak += other.list.most_weak() as usize;
+                most.on_root |= on_root && strong > 0;
             }
-            run.count(l.weak, on_root);
-            strong = strong.max(run.strong);
-            weak = weak.max(run.weak);
         }
-        most.strong += strong;
-        most.weak += weak;
-        most.on_root |= on_root && strong > 0;
+        let score = most.partial_score();
+        bound = Some(bound.map_or(score, |b| b.max(score)));
     }
-    Some(most.partial_score())
+    bound
 }
 
 /// The partial scores (see `Candidate::partial_score`) of the entries that the shared
@@ -1041,44 +1035,62 @@ mod tests {
 
     #[test]
     fn no_entry_scores_above_the_bound_of_the_shared_hits_alone() {
-        use crate::kb::SharedLiteral;
+        use crate::kb::{SharedList, SharedLiteral};
 
         let literal = |entry, signature, weak| SharedLiteral {
             entry,
             signature,
             weak,
         };
-        // Entry 3 has two weak signatures in the first hit and a strong one in the
-        // second; entry 8 the most strong ones of the second hit.
-        let first = [
+        // Entry 3 has two weak signatures in the first list and a strong one in the
+        // second; entry 8 the most strong ones of the second; entry 70 three strong ones
+        // in a third list, which shares no entry with the others.
+        let first = SharedList::new(vec![
             literal(1, 0, true),
             literal(3, 0, true),
             literal(3, 1, true),
             literal(5, 0, true),
-        ];
-        let second = [
+        ]);
+        let second = SharedList::new(vec![
             literal(3, 2, false),
             literal(8, 0, false),
             literal(8, 1, false),
             literal(9, 0, true),
-        ];
-        let hit = |literals| SharedHit {
-            literals,
+        ]);
+        let third = SharedList::new(vec![
+            literal(70, 0, false),
+            literal(70, 1, false),
+            literal(70, 2, false),
+        ]);
+        assert!(first.shares_an_entry_with(&second) && second.shares_an_entry_with(&first));
+        assert!(!third.shares_an_entry_with(&first) && !second.shares_an_entry_with(&third));
+        assert_eq!((second.most_strong(), second.most_weak()), (2, 1));
+        let hit = |list| SharedHit {
+            list,
+            literals: list.literals(),
             start: 0,
             end: 1,
         };
-        let shared = [hit(&first[..]), hit(&second[..])];
-        for on_root in [[false, false], [false, true], [true, true]] {
+        let shared = [hit(&first), hit(&second), hit(&third)];
+        for on_root in [[false; 3], [false, true, false], [true, true, true]] {
             let bound = shared_only_bound(&shared, &on_root).expect("a bound");
             let scores = shared_only(&shared, &on_root, &[]);
-            assert_eq!(scores.len(), 5, "entries 1, 3, 5, 8 and 9");
+            assert_eq!(scores.len(), 6, "entries 1, 3, 5, 8, 9 and 70");
             assert!(scores.iter().all(|&(_, score)| score <= bound));
-            // Each hit's most for one entry: two strong (entry 8), and weak ones two
-            // plus one, counted up to two; the root-cause bonus only when the hit with
-            // strong signatures is on the root cause.
-            let root = if on_root[1] { ON_ROOT_CAUSE } else { 0.0 };
-            assert_eq!(bound, 2.0 * STRONG + 2.0 * WEAK + root);
+            // The first two lists together: two strong (entry 8) and weak ones two plus
+            // one, counted up to two; the third alone, three strong: the bound. (All
+            // three added up would be five strong and three weak, counted as three and
+            // two: more than any entry has.)
+            let together = 2.0 * STRONG + 2.0 * WEAK + if on_root[1] { ON_ROOT_CAUSE } else { 0.0 };
+            let alone = 3.0 * STRONG + if on_root[2] { ON_ROOT_CAUSE } else { 0.0 };
+            assert_eq!(bound, together.max(alone), "{on_root:?}");
+            let best = scores.iter().map(|s| s.1).fold(0.0, f32::max);
+            assert_eq!(best, alone, "entry 70 reaches it");
         }
+        assert_eq!(
+            shared_only_bound(&shared[..2], &[false, true]),
+            Some(2.0 * STRONG + 2.0 * WEAK + ON_ROOT_CAUSE)
+        );
         assert_eq!(shared_only_bound(&[], &[]), None);
     }
 

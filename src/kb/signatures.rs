@@ -75,7 +75,7 @@ struct Group {
     lookup: Option<RunLookup>,
     /// The literal signatures of each run that has more than `SHARED_LITERALS`, side by
     /// side (see `Run::shared`).
-    shared: Vec<Box<[SharedLiteral]>>,
+    shared: Vec<SharedList>,
 }
 
 /// How a hit finds its runs in a group of many needles: a lookup per needle length,
@@ -105,6 +105,62 @@ struct Run {
     /// each in a different part of a table of millions (at 100,000 entries, a cache
     /// miss each).
     shared: Option<u32>,
+}
+
+/// The literal signatures of one text that many entries hold (more than
+/// `SHARED_LITERALS`), by entry and signature, with what a diagnosis needs to know
+/// of them without walking them: the most signatures one entry has among them, and
+/// which entries they are (a bit each), so that two lists are found to share an
+/// entry or not in microseconds.
+#[derive(Debug, Clone)]
+pub struct SharedList {
+    literals: Box<[SharedLiteral]>,
+    /// Bit `e` of word `e / 64`: entry `e` has one of the literals.
+    members: Box<[u64]>,
+    most_strong: u32,
+    most_weak: u32,
+}
+
+impl SharedList {
+    /// `literals` must be ordered by entry and signature.
+    pub fn new(literals: Vec<SharedLiteral>) -> SharedList {
+        debug_assert!(literals.is_sorted_by_key(|l| (l.entry, l.signature)));
+        let words = literals.last().map_or(0, |l| l.entry as usize / 64 + 1);
+        let mut members = vec![0u64; words];
+        let (mut most_strong, mut most_weak) = (0, 0);
+        for run in literals.chunk_by(|a, b| a.entry == b.entry) {
+            let entry = run[0].entry as usize;
+            members[entry / 64] |= 1 << (entry % 64);
+            let weak = run.iter().filter(|l| l.weak).count() as u32;
+            most_weak = most_weak.max(weak);
+            most_strong = most_strong.max(run.len() as u32 - weak);
+        }
+        SharedList {
+            literals: literals.into_boxed_slice(),
+            members: members.into_boxed_slice(),
+            most_strong,
+            most_weak,
+        }
+    }
+
+    pub fn literals(&self) -> &[SharedLiteral] {
+        &self.literals
+    }
+
+    /// The most strong signatures one entry has here.
+    pub fn most_strong(&self) -> u32 {
+        self.most_strong
+    }
+
+    /// The most weak signatures one entry has here.
+    pub fn most_weak(&self) -> u32 {
+        self.most_weak
+    }
+
+    /// Whether some entry has signatures in both lists.
+    pub fn shares_an_entry_with(&self, other: &SharedList) -> bool {
+        (self.members.iter().zip(other.members.iter())).any(|(a, b)| a & b != 0)
+    }
 }
 
 /// A literal signature, as a shared hit lists it.
@@ -174,7 +230,7 @@ impl Group {
             if literals.len() > SHARED_LITERALS {
                 run.shared = Some(shared.len() as u32);
                 let packed = literals.iter().map(|&id| SharedLiteral::of(patterns, id));
-                shared.push(packed.collect());
+                shared.push(SharedList::new(packed.collect()));
             }
         }
         let mut group = Group {
@@ -453,8 +509,10 @@ impl SignatureSet {
                         let (start, end) = (m.start(), m.start() + needle.len());
                         match run.shared {
                             Some(k) => {
+                                let list = &group.shared[k as usize];
                                 let hit = SharedHit {
-                                    literals: &group.shared[k as usize],
+                                    list,
+                                    literals: list.literals(),
                                     start,
                                     end,
                                 };
@@ -550,7 +608,9 @@ pub struct FiredSignatures<'s> {
 /// Literal signatures of many entries with one text, which fired at `start..end`.
 #[derive(Debug, Clone, Copy)]
 pub struct SharedHit<'s> {
-    /// Ordered by entry and signature.
+    /// The list of the text that fired.
+    pub list: &'s SharedList,
+    /// Ordered by entry and signature: the list's, or (`matches_of`) a part of them.
     pub literals: &'s [SharedLiteral],
     pub start: usize,
     pub end: usize,

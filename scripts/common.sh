@@ -58,6 +58,8 @@ for path in sorted(glob.glob("kb/*.md")):
         if lines is not None:
             pastes.append("\n".join(lines))
             lines = None
+if not pastes:
+    sys.exit("no example pastes found in kb/*.md")
 with open(f"{work}/pastes.jsonl", "w") as out:
     for text in pastes:
         out.write(json.dumps({"text": text.strip() + "\n"}, ensure_ascii=False) + "\n")

@@ -115,9 +115,14 @@ impl Diagnoser {
 
     /// Diagnoses pasted text, answering a paste seen recently from memory.
     pub fn diagnose_text(&self, text: &str, limit: usize) -> Result<Diagnosis, SearchError> {
-        if let Some(d) = self.cached(text, limit) {
-            return Ok(d);
+        match self.cached(text, limit) {
+            Some(d) => Ok(d),
+            None => self.diagnose_new(text, limit),
         }
+    }
+
+    /// Diagnoses pasted text that `cached` did not answer, and remembers the answer.
+    pub fn diagnose_new(&self, text: &str, limit: usize) -> Result<Diagnosis, SearchError> {
         let d = self.diagnose(&Paste::from_text(text), limit)?;
         if text.len() <= LARGEST_CACHED {
             let key = Asked {

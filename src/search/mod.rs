@@ -520,7 +520,7 @@ impl MainIndex {
         let stats = GlobalStats::new(searcher.clone(), fields);
         Ok(MainIndex {
             index,
-            scorer: Scorer::new(searcher, Box::new(stats), parts),
+            scorer: Scorer::new(searcher, Box::new(stats), parts, scoring::CACHE_PER_DOC),
             entry_of,
         })
     }

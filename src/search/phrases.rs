@@ -200,10 +200,14 @@ impl PhraseIndex {
             }
         }
         // Ranked from champion lists only (`best`); `explains` reads the postings.
-        let scorer = Scorer::new(searcher.clone(), Box::new(searcher), vec![(1.0, fields)])
-            .with_champions(champions(entry_of.len(), entries))
-            .with_cache_per_doc(PHRASE_CACHE_PER_DOC)
-            .champions_only();
+        let scorer = Scorer::new(
+            searcher.clone(),
+            Box::new(searcher),
+            vec![(1.0, fields)],
+            PHRASE_CACHE_PER_DOC,
+        )
+        .with_champions(champions(entry_of.len(), entries))
+        .champions_only();
         Ok(PhraseIndex {
             scorer,
             fields,
@@ -222,9 +226,8 @@ impl PhraseIndex {
         });
         let champions = champions(self.entry_of.len(), self.passages_of.len());
         PhraseIndex {
-            scorer: Scorer::new(own, stats, vec![(1.0, self.fields)])
+            scorer: Scorer::new(own, stats, vec![(1.0, self.fields)], PHRASE_CACHE_PER_DOC)
                 .with_champions(champions)
-                .with_cache_per_doc(PHRASE_CACHE_PER_DOC)
                 .champions_only(),
             ..self
         }

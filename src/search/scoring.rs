@@ -49,7 +49,7 @@ const GRAM_WEIGHT: f32 = 0.8;
 /// Most (term, document) impacts kept in the cache, over the three analyzers: far more
 /// than a knowledge base of thousands of entries needs, and a bound on memory when
 /// queries bring endless new words. A larger knowledge base gets `CACHE_PER_DOC` per
-/// document (by default; see `Scorer::with_cache_per_doc`), so that the words of many
+/// document (the main index's; see `Scorer::new`), so that the words of many
 /// different pastes fit, common ones held by most entries among them. Past the budget
 /// the least used terms are forgotten. At 100,000 entries, 256 a document held the
 /// words of one paste but not those of the 48 dev pastes taken in turn: each new
@@ -638,6 +638,7 @@ impl Scorer {
         searcher: Searcher,
         stats: Box<dyn Bm25StatisticsProvider + Send + Sync>,
         parts: Vec<(f32, PartFields)>,
+        cache_per_doc: u64,
     ) -> Scorer {
         let mut bases = Vec::with_capacity(searcher.segment_readers().len());
         let mut num_docs = 0u32;
@@ -653,7 +654,7 @@ impl Scorer {
             num_docs: num_docs as usize,
             champions: CHAMPIONS,
             only_champions: false,
-            cache: term_cache(num_docs as usize, CACHE_PER_DOC),
+            cache: term_cache(num_docs as usize, cache_per_doc),
         }
     }
 
@@ -661,15 +662,6 @@ impl Scorer {
     /// index of several documents per entry, that many times `CHAMPIONS`).
     pub fn with_champions(self, champions: usize) -> Scorer {
         Scorer { champions, ..self }
-    }
-
-    /// The same scorer with a term cache of `per_doc` impacts per document (at least
-    /// `CACHE_BUDGET`), empty.
-    pub fn with_cache_per_doc(self, per_doc: u64) -> Scorer {
-        Scorer {
-            cache: term_cache(self.num_docs, per_doc),
-            ..self
-        }
     }
 
     /// The same scorer keeping only each term's champion list, for an index that is
@@ -1302,6 +1294,7 @@ mod tests {
             searcher.clone(),
             Box::new(searcher.clone()),
             vec![(4.0, title), (1.0, body)],
+            CACHE_PER_DOC,
         );
         (index, scorer)
     }

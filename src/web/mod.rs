@@ -107,11 +107,21 @@ impl Served {
         text: &str,
         limit: usize,
     ) -> Result<crate::diagnose::Diagnosis, crate::search::SearchError> {
-        if let Some(d) = self.diagnoser.cached(text, limit) {
-            return Ok(d);
+        match self.diagnoser.cached(text, limit) {
+            Some(d) => Ok(d),
+            None => self.diagnose_new(text, limit),
         }
+    }
+
+    /// Diagnoses `text` that the cache of recent answers did not hold; its CPU time
+    /// counts towards `diagnosis_cost`.
+    fn diagnose_new(
+        &self,
+        text: &str,
+        limit: usize,
+    ) -> Result<crate::diagnose::Diagnosis, crate::search::SearchError> {
         let started = queue::thread_cpu_time();
-        let d = self.diagnoser.diagnose_text(text, limit)?;
+        let d = self.diagnoser.diagnose_new(text, limit)?;
         (self.diagnosis_cost).record(queue::thread_cpu_time().saturating_sub(started));
         Ok(d)
     }
@@ -163,8 +173,9 @@ impl AppState {
             return Ok(d);
         }
         if !served.diagnosis_cost.queues(text.len()) {
-            return Ok(served.diagnose(&text, limit)?);
+            return Ok(served.diagnose_new(&text, limit)?);
         }
+        // Asked again in its turn: the same paste may have been answered meanwhile.
         let served = served.clone();
         let d = self
             .diagnoses

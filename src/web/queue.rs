@@ -18,6 +18,15 @@
 //! queue only when the recent ones took a millisecond or more ([`RecentCost`]), or the
 //! paste is long; cheaper ones run at once on the async worker.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use super::AppError;
+
 /// A new diagnosis is queued when recent ones took this long on average...
 pub const QUEUED_COST: Duration = Duration::from_millis(1);
 /// ...or when its paste is this long (parsing alone takes about a millisecond).
@@ -63,15 +72,6 @@ impl RecentCost {
         bytes >= QUEUED_BYTES || self.mean() >= QUEUED_COST
     }
 }
-
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::Duration;
-
-use tokio::sync::oneshot;
-
-use super::AppError;
 
 type Job = Box<dyn FnOnce() + Send>;
 

@@ -539,3 +539,81 @@ fn dev_set_meets_the_bar() {
     assert!(figure("top-1") >= 0.93, "{text}");
     assert!(figure("none->no_match") >= 1.0, "{text}");
 }
+
+/// Writes a test's input.
+type Feed<'a> = &'a dyn Fn(&mut dyn Write);
+
+/// Peak memory, in MB, of `errbook diagnose` reading what `feed` writes to its input,
+/// or, when `feed` is `None`, `file` for `seconds` before it is stopped.
+#[cfg(unix)]
+#[allow(
+    clippy::zombie_processes,
+    reason = "wait4 reaps it, to read its peak memory"
+)]
+fn diagnose_peak_mb(file: &str, feed: Option<Feed<'_>>, seconds: u64) -> f64 {
+    let mut child = errbook_command()
+        .args(["diagnose", "--kb", fixture_dir().to_str().unwrap(), file])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    if let Some(feed) = feed {
+        feed(&mut stdin);
+    }
+    drop(stdin);
+    if feed.is_none() {
+        std::thread::sleep(Duration::from_secs(seconds));
+        let _ = child.kill();
+    }
+    // SAFETY: waits for our own child and reads its resource usage.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut status = 0;
+    let pid = child.id() as libc::pid_t;
+    assert_eq!(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) }, pid);
+    usage.ru_maxrss as f64 / 1024.0
+}
+
+#[cfg(unix)]
+#[test]
+fn diagnose_reads_endless_lines_in_bounded_memory() {
+    // Regression: a line was read whole before it was cut, so a log redrawn with `\r`
+    // peaked at 538 MB for 300 MB and `diagnose /dev/zero` grew until it was killed.
+    let no_break = diagnose_peak_mb(
+        "-",
+        Some(&|input| {
+            let block = vec![b'0'; 1 << 20];
+            for _ in 0..256 {
+                input.write_all(&block).unwrap();
+            }
+        }),
+        0,
+    );
+    assert!(
+        no_break < 150.0,
+        "256 MB without a line break: {no_break} MB"
+    );
+    let redrawn = diagnose_peak_mb(
+        "-",
+        Some(&|input| {
+            for step in 0..200_000u32 {
+                let percent = step % 100;
+                write!(
+                    input,
+                    "\rEpoch 1: {percent:3}%|{:<10}| {step}/200000",
+                    "#".repeat((percent / 10) as usize)
+                )
+                .unwrap();
+            }
+            input.write_all(b"\nRuntimeError: boom\n").unwrap();
+        }),
+        0,
+    );
+    assert!(
+        redrawn < 150.0,
+        "a progress bar redrawn 200,000 times: {redrawn} MB"
+    );
+    let zeros = diagnose_peak_mb("/dev/zero", None, 3);
+    assert!(zeros < 150.0, "3 s of /dev/zero: {zeros} MB");
+}

@@ -22,6 +22,32 @@ const MAX_HEAD_BYTES: usize = 8 << 20;
 const MAX_TAIL_BYTES: usize = 4 << 20;
 /// Longest line kept, in bytes; the rest of a longer line is cut.
 const MAX_LINE_BYTES: usize = 8 * 1024;
+/// Most bytes of one line read from a stream before the rest of it is skipped: more
+/// than [`MAX_LINE_BYTES`], so that prefixes and colours cleaned off still leave it.
+const MAX_READ_LINE_BYTES: usize = MAX_LINE_BYTES * 4;
+
+/// The lines of `text`: they end at `\n`, `\r\n`, or a lone `\r` (a progress bar
+/// redrawn in place writes `\r` and no `\n` for hours). A break at the very end does
+/// not start another line.
+pub fn lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let Some(end) = memchr::memchr2(b'\n', b'\r', rest.as_bytes()) else {
+            return Some(std::mem::take(&mut rest));
+        };
+        let line = &rest[..end];
+        let skip = if rest[end..].starts_with("\r\n") {
+            2
+        } else {
+            1
+        };
+        rest = &rest[end + skip..];
+        Some(line)
+    })
+}
 
 /// One cleaned line of the paste.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,28 +81,60 @@ pub struct Paste {
 impl Paste {
     pub fn from_text(text: &str) -> Paste {
         let mut builder = Builder::default();
-        for line in text.lines() {
-            // As `from_reader` does: a lone `\r` at the end is not part of the line.
-            builder.push(line.trim_end_matches('\r'));
+        for line in lines(text) {
+            builder.push(line);
         }
         builder.finish()
     }
 
-    /// Reads a log line by line, so a 100 MB file never sits in memory whole. Invalid
-    /// UTF-8 is decoded lossily.
+    /// Reads a log as it comes, so a 100 MB file never sits in memory whole: a line is
+    /// cut while it is read (a gigabyte without a line break costs
+    /// [`MAX_READ_LINE_BYTES`]), and lines end as in [`lines`]. Invalid UTF-8 is
+    /// decoded lossily.
     pub fn from_reader(mut reader: impl BufRead) -> std::io::Result<Paste> {
         let mut builder = Builder::default();
-        let mut buf = Vec::new();
+        let mut line = Vec::new();
+        // Whether the line has begun (an empty line before a break is still a line).
+        let mut open = false;
+        // The last line ended with `\r`: a `\n` first in the next read belongs to it.
+        let mut after_cr = false;
         loop {
-            buf.clear();
-            if reader.read_until(b'\n', &mut buf)? == 0 {
-                break;
+            let buf = match reader.fill_buf() {
+                Ok([]) => break,
+                Ok(buf) => buf,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(err) => return Err(err),
+            };
+            let read = buf.len();
+            let mut rest = buf;
+            if after_cr && rest.first() == Some(&b'\n') {
+                rest = &rest[1..];
             }
-            if buf.len() > MAX_LINE_BYTES * 4 {
-                buf.truncate(MAX_LINE_BYTES * 4);
+            after_cr = false;
+            while !rest.is_empty() {
+                let end = memchr::memchr2(b'\n', b'\r', rest);
+                let piece = &rest[..end.unwrap_or(rest.len())];
+                let room = MAX_READ_LINE_BYTES.saturating_sub(line.len());
+                line.extend_from_slice(&piece[..piece.len().min(room)]);
+                open = true;
+                let Some(end) = end else { break };
+                builder.push(&String::from_utf8_lossy(&line));
+                line.clear();
+                open = false;
+                let ended_by_cr = rest[end] == b'\r';
+                rest = &rest[end + 1..];
+                if ended_by_cr {
+                    match rest.first() {
+                        Some(b'\n') => rest = &rest[1..],
+                        Some(_) => {}
+                        None => after_cr = true,
+                    }
+                }
             }
-            let line = String::from_utf8_lossy(&buf);
-            builder.push(line.trim_end_matches(['\n', '\r']));
+            reader.consume(read);
+        }
+        if open {
+            builder.push(&String::from_utf8_lossy(&line));
         }
         Ok(builder.finish())
     }
@@ -516,6 +574,64 @@ mod tests {
     }
 
     #[test]
+    fn a_progress_bar_redrawn_with_carriage_returns_is_many_lines() {
+        let text = "epoch 1:  10%|#         | 1/10\repoch 1:  20%|##        | 2/10\r\
+                    RuntimeError: boom\r\nnext\n";
+        let paste = Paste::from_text(text);
+        assert_eq!(paste.total_lines, 4);
+        assert!(paste.lines.iter().any(|l| l.text == "RuntimeError: boom"));
+        // A `\r\n` split across two reads is still one line end.
+        for capacity in [1, 2, 3, 7, 64] {
+            let streamed =
+                Paste::from_reader(std::io::BufReader::with_capacity(capacity, text.as_bytes()))
+                    .unwrap();
+            assert_eq!(
+                streamed.lines, paste.lines,
+                "read {capacity} bytes at a time"
+            );
+            assert_eq!(streamed.total_lines, 4);
+        }
+    }
+
+    /// Bytes without a line break, `len` of them, made as they are read.
+    struct Endless {
+        left: u64,
+        buf: Vec<u8>,
+    }
+
+    impl std::io::Read for Endless {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = out.len().min(self.left as usize);
+            out[..n].fill(b'x');
+            self.left -= n as u64;
+            Ok(n)
+        }
+    }
+
+    impl BufRead for Endless {
+        fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+            let n = (64 << 10).min(self.left as usize);
+            self.buf.resize(n, b'0');
+            Ok(&self.buf)
+        }
+        fn consume(&mut self, amount: usize) {
+            self.left -= amount as u64;
+        }
+    }
+
+    #[test]
+    fn a_line_without_end_is_cut_while_it_is_read() {
+        // 256 MiB without a line break: read through, one line kept, cut.
+        let paste = Paste::from_reader(Endless {
+            left: 256 << 20,
+            buf: Vec::new(),
+        })
+        .unwrap();
+        assert_eq!(paste.total_lines, 1);
+        assert_eq!(paste.lines[0].text.len(), MAX_LINE_BYTES);
+    }
+
+    #[test]
     fn reader_decodes_invalid_utf8_lossily() {
         let bytes: &[u8] = b"RuntimeError: bad \xff byte\nnext\n";
         let paste = Paste::from_reader(bytes).unwrap();
@@ -642,7 +758,7 @@ mod tests {
             #[test]
             fn any_paste_cleans_into_ordered_bounded_lines(text in loggy_text()) {
                 let paste = Paste::from_text(&text);
-                prop_assert_eq!(paste.total_lines, text.lines().count());
+                prop_assert_eq!(paste.total_lines, super::super::lines(&text).count());
                 for line in &paste.lines {
                     prop_assert!(line.text.len() <= MAX_LINE_BYTES);
                     prop_assert!(!line.text.trim().is_empty());

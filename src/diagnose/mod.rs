@@ -10,7 +10,7 @@ mod rank;
 use std::sync::Arc;
 
 use crate::kb::Problem;
-use crate::search::{SearchError, SearchIndex};
+use crate::search::{CacheBudget, SearchError, SearchIndex};
 
 pub use normalize::{normalize, query_words};
 pub use parse::{Exception, Frame, Parsed, RootCause, parse};
@@ -26,8 +26,8 @@ pub struct Diagnoser {
     answers: quick_cache::sync::Cache<Asked, Arc<Diagnosis>, AskedWeight>,
 }
 
-/// Memory the answer cache may hold: pastes' text plus an allowance per answer.
-const CACHED_BYTES: u64 = 16 << 20;
+/// What an answer costs in the cache beside its paste's text: its matches, evidence
+/// and parsed summary.
 const ANSWER_BYTES: u64 = 16 << 10;
 /// Pastes larger than this are diagnosed afresh each time rather than evicting many
 /// small ones.
@@ -88,11 +88,12 @@ impl std::fmt::Debug for Diagnoser {
 
 impl Diagnoser {
     pub fn new(index: Arc<SearchIndex>) -> Diagnoser {
+        let bytes = CacheBudget::for_entries(index.kb().len()).diagnoses();
         Diagnoser {
             index,
             answers: quick_cache::sync::Cache::with_weighter(
-                (CACHED_BYTES / ANSWER_BYTES / 4) as usize,
-                CACHED_BYTES,
+                (bytes / ANSWER_BYTES / 4).max(16) as usize,
+                bytes,
                 AskedWeight,
             ),
         }

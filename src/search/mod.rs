@@ -12,6 +12,7 @@ mod store;
 use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tantivy::indexer::UserOperation;
 use tantivy::query::Bm25StatisticsProvider;
@@ -88,11 +89,88 @@ pub struct SearchIndex {
     quoting: PhraseIndex,
     /// Answers to recent searches. The index never changes once built, so a cached
     /// answer stays right; people search the same errors over and over.
-    answers: quick_cache::sync::Cache<SearchQuery, Arc<Vec<Hit>>>,
+    answers: SearchCache,
 }
 
-/// Searches whose answers are kept (each a few kilobytes).
-const CACHED_SEARCHES: usize = 1024;
+/// Memory, in bytes, that the caches over one knowledge base may hold together: the
+/// term impacts of the three indexes, recent diagnoses and recent searches. Each cache
+/// weighs what it holds in bytes and forgets the least used past its share, so varied
+/// traffic (every paste with words of its own) cannot grow memory past the budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheBudget(u64);
+
+/// The budget set for this process (`serve --cache-mb`), or 0 to size it by the
+/// knowledge base.
+static CACHE_BYTES: AtomicU64 = AtomicU64::new(0);
+
+impl CacheBudget {
+    /// The budget of a knowledge base of up to 8,192 entries.
+    pub const DEFAULT_BYTES: u64 = 64 << 20;
+    /// The budget per entry of a larger one: room for its common words' impacts.
+    pub const PER_ENTRY_BYTES: u64 = 8 << 10;
+
+    /// Sets the budget of every knowledge base built from now on; `None` sizes it by
+    /// the knowledge base.
+    pub fn set(bytes: Option<u64>) {
+        CACHE_BYTES.store(bytes.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// The budget for a knowledge base of `entries`.
+    pub fn for_entries(entries: usize) -> CacheBudget {
+        match CACHE_BYTES.load(Ordering::Relaxed) {
+            0 => CacheBudget(
+                Self::DEFAULT_BYTES.max(Self::PER_ENTRY_BYTES.saturating_mul(entries as u64)),
+            ),
+            set => CacheBudget(set),
+        }
+    }
+
+    pub fn bytes(self) -> u64 {
+        self.0
+    }
+
+    /// The main index's term impacts: what diagnosis and search read most.
+    pub fn main_terms(self) -> u64 {
+        self.0 / 2
+    }
+
+    /// Each passage index's term impacts (champion lists only).
+    pub fn passage_terms(self) -> u64 {
+        self.0 / 8
+    }
+
+    /// Recent diagnoses (see `Diagnoser`).
+    pub fn diagnoses(self) -> u64 {
+        self.0 * 3 / 16
+    }
+
+    /// Recent searches.
+    pub fn searches(self) -> u64 {
+        self.0 / 16
+    }
+}
+
+/// Recent searches, weighed in bytes.
+type SearchCache = quick_cache::sync::Cache<SearchQuery, Arc<Vec<Hit>>, SearchWeight>;
+
+#[derive(Clone)]
+struct SearchWeight;
+
+impl quick_cache::Weighter<SearchQuery, Arc<Vec<Hit>>> for SearchWeight {
+    fn weight(&self, query: &SearchQuery, hits: &Arc<Vec<Hit>>) -> u64 {
+        let hits: usize = hits
+            .iter()
+            .map(|h| {
+                std::mem::size_of::<Hit>() + h.slug.len() + h.snippet.len() + h.snippet_html.len()
+            })
+            .sum();
+        (std::mem::size_of::<SearchQuery>()
+            + query.text.len()
+            + query.tag.as_ref().map_or(0, String::len)
+            + hits
+            + 96) as u64
+    }
+}
 
 /// A text's distinct analysed terms and their weights (see `SearchIndex::query_terms`).
 #[derive(Debug, Clone, Default)]
@@ -158,10 +236,12 @@ impl SearchIndex {
     /// The search index over written (or stored) indexes of `kb`.
     fn open(kb: Arc<Kb>, written: Written) -> Result<SearchIndex, SearchError> {
         let t0 = std::time::Instant::now();
-        let main = MainIndex::open(written.main)?;
-        let quoting = PhraseIndex::open(written.quoting, Passages::Quoting, kb.len())?;
-        let describing = PhraseIndex::open(written.describing, Passages::Describing, kb.len())?
-            .on_background(&quoting);
+        let budget = CacheBudget::for_entries(kb.len());
+        let main = MainIndex::open(written.main, budget)?;
+        let quoting = PhraseIndex::open(written.quoting, Passages::Quoting, kb.len(), budget)?;
+        let describing =
+            PhraseIndex::open(written.describing, Passages::Describing, kb.len(), budget)?
+                .on_background(&quoting, budget);
         tracing::debug!(ms = t0.elapsed().as_millis() as u64, "indexes opened");
         let MainIndex {
             index,
@@ -182,7 +262,7 @@ impl SearchIndex {
             ordinal_of,
             describing,
             quoting,
-            answers: quick_cache::sync::Cache::new(CACHED_SEARCHES),
+            answers: SearchCache::with_weighter(4096, budget.searches(), SearchWeight),
         })
     }
 
@@ -501,7 +581,7 @@ impl MainIndex {
         )
     }
 
-    fn open(index: Index) -> Result<MainIndex, SearchError> {
+    fn open(index: Index, budget: CacheBudget) -> Result<MainIndex, SearchError> {
         let fields = Fields::new();
         if index.schema() != fields.schema {
             return Err(SearchError::Schema(MAIN));
@@ -520,7 +600,7 @@ impl MainIndex {
         let stats = GlobalStats::new(searcher.clone(), fields);
         Ok(MainIndex {
             index,
-            scorer: Scorer::new(searcher, Box::new(stats), parts, scoring::CACHE_PER_DOC),
+            scorer: Scorer::new(searcher, Box::new(stats), parts, budget.main_terms()),
             entry_of,
         })
     }

@@ -13,8 +13,8 @@ use super::analysis::Segmenter;
 use super::schema::{ENTRY, PartFields, indexed_text};
 use super::scoring::{self, Analysed, Scorer, Scoring};
 use super::{
-    SearchError, analysis, entries_by_ordinal, register_analyzers, register_analyzers_with,
-    searcher, write_once,
+    CacheBudget, SearchError, analysis, entries_by_ordinal, register_analyzers,
+    register_analyzers_with, searcher, write_once,
 };
 use crate::kb::{Entry, Kb};
 
@@ -22,10 +22,6 @@ use crate::kb::{Entry, Kb};
 const PHRASE_HITS: usize = 64;
 /// Indexing memory of a phrase index's one writing thread.
 const PHRASE_BUDGET: usize = 200_000_000;
-/// Term cache of a passage index, in impacts per passage: about nine passages an entry,
-/// each term only its champion list (`Scorer::champions_only`), so a fourth of the main
-/// index's per document holds the words of as many pastes.
-const PHRASE_CACHE_PER_DOC: u64 = scoring::CACHE_PER_DOC / 4;
 /// Longest line kept as a passage, in bytes.
 const MAX_PASSAGE: usize = 600;
 
@@ -179,6 +175,7 @@ impl PhraseIndex {
         index: Index,
         passages: Passages,
         entries: usize,
+        budget: CacheBudget,
     ) -> Result<PhraseIndex, SearchError> {
         let (schema, _, fields) = PhraseIndex::schema(passages);
         if index.schema() != schema {
@@ -204,7 +201,7 @@ impl PhraseIndex {
             searcher.clone(),
             Box::new(searcher),
             vec![(1.0, fields)],
-            PHRASE_CACHE_PER_DOC,
+            budget.passage_terms(),
         )
         .with_champions(champions(entry_of.len(), entries))
         .champions_only();
@@ -218,7 +215,7 @@ impl PhraseIndex {
 
     /// The same index, judging word rarity over `background`'s passages too: a word
     /// that every error quote uses is common even if few symptom phrases use it.
-    pub fn on_background(self, background: &PhraseIndex) -> PhraseIndex {
+    pub fn on_background(self, background: &PhraseIndex, budget: CacheBudget) -> PhraseIndex {
         let own = self.scorer.searcher().clone();
         let stats = Box::new(Combined {
             own: own.clone(),
@@ -226,7 +223,7 @@ impl PhraseIndex {
         });
         let champions = champions(self.entry_of.len(), self.passages_of.len());
         PhraseIndex {
-            scorer: Scorer::new(own, stats, vec![(1.0, self.fields)], PHRASE_CACHE_PER_DOC)
+            scorer: Scorer::new(own, stats, vec![(1.0, self.fields)], budget.passage_terms())
                 .with_champions(champions)
                 .champions_only(),
             ..self

@@ -46,17 +46,6 @@ const WORD_WEIGHT: f32 = 1.0;
 const WORD_PHRASE_WEIGHT: f32 = 2.0;
 const IDENT_WEIGHT: f32 = 0.4;
 const GRAM_WEIGHT: f32 = 0.8;
-/// Most (term, document) impacts kept in the cache, over the three analyzers: far more
-/// than a knowledge base of thousands of entries needs, and a bound on memory when
-/// queries bring endless new words. A larger knowledge base gets `CACHE_PER_DOC` per
-/// document (the main index's; see `Scorer::new`), so that the words of many
-/// different pastes fit, common ones held by most entries among them. Past the budget
-/// the least used terms are forgotten. At 100,000 entries, 256 a document held the
-/// words of one paste but not those of the 48 dev pastes taken in turn: each new
-/// diagnosis read about 57 terms' postings again and took 7-108 ms (median 23 ms)
-/// instead of about 1.5 ms.
-const CACHE_BUDGET: u64 = 4 << 20;
-pub const CACHE_PER_DOC: u64 = 1024;
 const CACHE_SHARDS: usize = 8;
 /// The champion list of a term (see `Scoring::Champions`): its highest impacts in
 /// this many documents (per entry: an index of passages gets as many per entry as it
@@ -470,18 +459,21 @@ impl TermImpacts {
         cell.get_or_init(|| Blocked::new(self.list(scoring), BLOCK_SHIFT))
     }
 
-    /// Impacts held, the champions' copies included, and its member bits and blocked
-    /// lists (counted as if built): what the term costs in memory, in impacts (8
-    /// bytes).
-    fn held(&self) -> usize {
+    /// What the term costs in memory, in bytes: the struct, its impacts (the
+    /// champions' copies included), and its member bits and blocked lists counted as
+    /// if built (they are built after the term is cached).
+    fn bytes(&self) -> usize {
         let impacts = self.all.len() + self.champions.as_ref().map_or(0, |c| c.len());
-        // Six bytes an impact, and four a block.
+        // Six bytes an impact, and four a block, laid out for `Scorer::top_by`.
         let blocks = self
             .all
             .last()
             .map_or(0, |i| (i.doc >> BLOCK_SHIFT) as usize + 1);
-        let blocked = impacts * 3 / 4 + blocks;
-        impacts + blocked + self.member_words().unwrap_or(0)
+        let blocked = impacts * 6 + blocks * 4;
+        std::mem::size_of::<TermImpacts>()
+            + impacts * std::mem::size_of::<Impact>()
+            + blocked
+            + self.member_words().unwrap_or(0) * 8
     }
 }
 
@@ -581,30 +573,28 @@ impl quick_cache::Equivalent<TermKey> for TermRef<'_> {
 struct ImpactsWeight;
 
 impl quick_cache::Weighter<TermKey, Impacts> for ImpactsWeight {
-    /// In impacts (8 bytes each): the term's impacts, plus its text and the cache's
-    /// own bookkeeping, so that many short terms cannot fill memory the budget does
-    /// not count.
+    /// In bytes: the term's impacts, its key and text, and the cache's own bookkeeping,
+    /// so that many terms no entry holds (a log's own words) are counted at what they
+    /// cost.
     fn weight(&self, term: &TermKey, impacts: &Impacts) -> u64 {
-        impacts.held() as u64 + (term.text.len() as u64 + ENTRY_OVERHEAD_BYTES).div_ceil(8)
+        (impacts.bytes() + std::mem::size_of::<TermKey>() + term.text.len() + ENTRY_OVERHEAD_BYTES)
+            as u64
     }
 }
 
-/// What a cached term costs beside its impacts: its key's allocation, the `Arc`'s
-/// counts and the cache's slot.
-const ENTRY_OVERHEAD_BYTES: u64 = 64;
+/// What a cached term costs beside its impacts, key and text: the `Arc`'s counts,
+/// allocations rounded up to their size class, and the cache's slot and table.
+const ENTRY_OVERHEAD_BYTES: usize = 96;
 
 /// One cache for the three analyzers, so the budget goes where the queries are: an
 /// English paste holds as many identifier parts as words and no grams, a Chinese
-/// question mostly grams. (Split a half and two quarters, identifier parts were
-/// forgotten and read again on every diagnosis at 100,000 entries.)
-/// The cache is split into `CACHE_SHARDS` shards, whose budget must hold a term held
-/// by every document: a fixed count, not one per core, so that stays true on any
-/// machine (the budget per shard is at least 32 impacts per document).
-fn term_cache(num_docs: usize, per_doc: u64) -> TermCache {
-    let budget = CACHE_BUDGET.max(per_doc.saturating_mul(num_docs as u64));
+/// question mostly grams. `bytes` is its share of the `CacheBudget`. The cache is split
+/// into `CACHE_SHARDS` shards, a fixed count rather than one per core, so that each
+/// shard's budget holds a term held by every document on any machine.
+fn term_cache(bytes: u64) -> TermCache {
     let options = quick_cache::OptionsBuilder::new()
         .estimated_items_capacity(32 << 10)
-        .weight_capacity(budget)
+        .weight_capacity(bytes)
         .shards(CACHE_SHARDS)
         .build()
         .expect("valid cache options");
@@ -638,7 +628,7 @@ impl Scorer {
         searcher: Searcher,
         stats: Box<dyn Bm25StatisticsProvider + Send + Sync>,
         parts: Vec<(f32, PartFields)>,
-        cache_per_doc: u64,
+        cache_bytes: u64,
     ) -> Scorer {
         let mut bases = Vec::with_capacity(searcher.segment_readers().len());
         let mut num_docs = 0u32;
@@ -654,7 +644,7 @@ impl Scorer {
             num_docs: num_docs as usize,
             champions: CHAMPIONS,
             only_champions: false,
-            cache: term_cache(num_docs as usize, cache_per_doc),
+            cache: term_cache(cache_bytes),
         }
     }
 
@@ -1294,7 +1284,7 @@ mod tests {
             searcher.clone(),
             Box::new(searcher.clone()),
             vec![(4.0, title), (1.0, body)],
-            CACHE_PER_DOC,
+            64 << 20,
         );
         (index, scorer)
     }
@@ -1380,8 +1370,13 @@ mod tests {
             all.as_slice(),
             "a short list is its own champions"
         );
-        // Five impacts, then laid out in one block for adding up (see `Blocked`).
-        assert_eq!(few.held(), 5 + 5 * 3 / 4 + 1, "and is not held twice");
+        // Five impacts of 8 bytes, then laid out in one block for adding up (6 bytes an
+        // impact, 4 a block; see `Blocked`).
+        assert_eq!(
+            few.bytes(),
+            std::mem::size_of::<TermImpacts>() + 5 * 8 + 5 * 6 + 4,
+            "and is not held twice"
+        );
         assert!(TermImpacts::new(all, 0).champions().is_empty());
     }
 
@@ -1457,7 +1452,7 @@ mod tests {
             for (b, o) in plan_both.terms.iter().zip(&plan_only.terms) {
                 assert_eq!(b.impacts.champions(), o.impacts.champions());
                 assert!(o.impacts.len() <= 2, "only the champions are kept");
-                assert!(o.impacts.held() <= b.impacts.held());
+                assert!(o.impacts.bytes() <= b.impacts.bytes());
             }
         }
     }

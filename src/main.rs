@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 use errbook::diagnose::{Diagnoser, Paste, Verdict};
 use errbook::kb::{Kb, LoadError};
 use errbook::reload::Reloader;
-use errbook::search::{IndexStore, SearchError, SearchIndex, SearchQuery};
+use errbook::search::{CacheBudget, IndexStore, SearchError, SearchIndex, SearchQuery};
 use errbook::web::server;
 use errbook::{AppState, app};
 
@@ -90,6 +90,24 @@ enum Command {
         #[arg(long, env = "ERRBOOK_REQUEST_TIMEOUT", default_value_t = 15.0,
               value_parser = parse_seconds)]
         request_timeout: f64,
+        /// Seconds a stop (SIGTERM, Ctrl-C) waits for requests in flight before
+        /// closing them; under Docker's and Kubernetes' default of 10 s before SIGKILL.
+        #[arg(long, env = "ERRBOOK_GRACE_PERIOD", default_value_t = 8.0,
+              value_parser = parse_seconds)]
+        grace_period: f64,
+        /// A browser origin (`https://chat.example.com`) whose pages may call `/mcp`,
+        /// besides pages on this machine and the public URL; repeat for more.
+        /// Environment: comma-separated.
+        #[arg(
+            long = "allowed-origin",
+            env = "ERRBOOK_ALLOWED_ORIGINS",
+            value_delimiter = ','
+        )]
+        allowed_origins: Vec<String>,
+        /// Mebibytes the caches (term impacts, recent diagnoses and searches) may hold
+        /// together [default: 64, or 8 KiB per entry past 8,192 entries].
+        #[arg(long, env = "ERRBOOK_CACHE_MB", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        cache_mb: Option<u64>,
     },
     /// Validate every entry; exits non-zero naming file and line of each problem.
     Check {
@@ -148,12 +166,20 @@ fn main() -> ExitCode {
             public_url,
             watch,
             request_timeout,
+            grace_period,
+            allowed_origins,
+            cache_mb,
         } => serve(
             &kb,
-            addr,
-            public_url.as_deref(),
-            watch,
-            Duration::from_secs_f64(request_timeout),
+            ServeOptions {
+                addr,
+                public_url,
+                watch,
+                request_timeout: Duration::from_secs_f64(request_timeout),
+                grace_period: Duration::from_secs_f64(grace_period),
+                allowed_origins,
+                cache_bytes: cache_mb.map(|mb| mb << 20),
+            },
         ),
         Command::Check { kb } => check(&kb),
         Command::Diagnose {
@@ -348,13 +374,28 @@ fn parse_seconds(text: &str) -> Result<f64, String> {
     }
 }
 
-fn serve(
-    kb_arg: &KbArg,
+/// `errbook serve`'s settings beside the knowledge base.
+struct ServeOptions {
     addr: SocketAddr,
-    public_url: Option<&str>,
+    public_url: Option<String>,
     watch: bool,
     request_timeout: Duration,
-) -> anyhow::Result<ExitCode> {
+    grace_period: Duration,
+    allowed_origins: Vec<String>,
+    cache_bytes: Option<u64>,
+}
+
+fn serve(kb_arg: &KbArg, options: ServeOptions) -> anyhow::Result<ExitCode> {
+    let ServeOptions {
+        addr,
+        public_url,
+        watch,
+        request_timeout,
+        grace_period,
+        allowed_origins,
+        cache_bytes,
+    } = options;
+    CacheBudget::set(cache_bytes);
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -377,7 +418,18 @@ fn serve(
         SearchIndex::build_in(Arc::new(kb), store.as_ref()).context("building the search index")?;
     let mut state = AppState::new(index);
     state.limits.request_timeout = request_timeout;
-    if let Some(base) = public_url {
+    state.allowed_origins = allowed_origins
+        .iter()
+        .map(|o| o.trim().trim_end_matches('/').to_ascii_lowercase())
+        .filter(|o| !o.is_empty())
+        .collect();
+    // Before anything opens files: a reload reads every entry, and at the common
+    // `ulimit -n 1024` a flood of connections would leave it none.
+    let config = server::ServerConfig {
+        max_connections: server::connection_cap(),
+        grace_period,
+    };
+    if let Some(base) = public_url.as_deref() {
         state = match state.with_public_url(base) {
             Ok(state) => state,
             Err(message) => {
@@ -400,6 +452,10 @@ fn serve(
         // Likewise Ctrl-C and SIGTERM: caught from before the address is logged, so a
         // stop sent as soon as the server answers is a graceful one.
         let shutdown = shutdown_signal()?;
+        let _watcher = watch.then(|| {
+            tracing::info!(kb = %dir.display(), "watching the knowledge base for changes");
+            reloader.watch()
+        });
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
@@ -408,6 +464,7 @@ fn serve(
             entries,
             kb = %dir.display(),
             ready_ms = started.elapsed().as_millis() as u64,
+            max_connections = config.max_connections,
             "errbook listening on http://{local}"
         );
         // Search is ready. Now jieba's whole dictionary, which Chinese queries need
@@ -426,16 +483,7 @@ fn serve(
         });
         #[cfg(unix)]
         tokio::spawn(reload_on_hangup(hangups, reloader.clone()));
-        let _watcher = if watch {
-            let watcher = reloader
-                .watch()
-                .with_context(|| format!("cannot watch {}", dir.display()))?;
-            tracing::info!(kb = %dir.display(), "watching the knowledge base for changes");
-            Some(watcher)
-        } else {
-            None
-        };
-        server::serve(listener, app(state), shutdown).await;
+        server::serve(listener, app(state), config, shutdown).await;
         anyhow::Ok(())
     })?;
     tracing::info!("stopped");
@@ -482,7 +530,8 @@ fn settle_allocator() {
 }
 
 /// Starts listening for Ctrl-C and SIGTERM at once; the future resolves on the first
-/// of them, so in-flight requests finish before exit.
+/// of them, so in-flight requests finish before exit. A second one, while they finish,
+/// exits at once (status 130), as a person pressing Ctrl-C twice expects.
 fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
     let (mut interrupt, mut terminate) = {
@@ -494,9 +543,19 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     };
     Ok(async move {
         #[cfg(unix)]
-        tokio::select! {
-            _ = interrupt.recv() => {},
-            _ = terminate.recv() => {},
+        {
+            tokio::select! {
+                _ = interrupt.recv() => {},
+                _ = terminate.recv() => {},
+            }
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = interrupt.recv() => {},
+                    _ = terminate.recv() => {},
+                }
+                tracing::warn!("second stop signal: exiting without waiting");
+                std::process::exit(130);
+            });
         }
         #[cfg(not(unix))]
         let _ = tokio::signal::ctrl_c().await;

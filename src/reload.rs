@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use crate::kb::{Kb, LoadError};
 use crate::search::{IndexStore, SearchIndex};
-use crate::web::{AppState, ReloadError};
+use crate::web::{AppState, ReloadError, WatchState};
 
 /// Quiet time after the last change before rebuilding: an editor's save or a
 /// `git pull` is many events, and they become one reload.
@@ -100,38 +100,166 @@ impl Reloader {
     }
 
     /// [`Reloader::reload`] on a blocking thread, so the server's own threads go on
-    /// answering from the old index meanwhile.
+    /// answering from the old index meanwhile. A reload that failed for a reason other
+    /// than the entries themselves (a file that could not be read: too many open files,
+    /// a folder swapped mid-read) is tried again, a little later each time.
     pub async fn reload_in_background(&self) {
-        let reloader = self.clone();
-        if let Err(err) = tokio::task::spawn_blocking(move || reloader.reload()).await {
-            tracing::error!(error = %err, "the reload task failed");
+        let mut wait = RETRY_FIRST_WAIT;
+        for attempt in 1..=RETRIES {
+            let reloader = self.clone();
+            match tokio::task::spawn_blocking(move || reloader.reload()).await {
+                Ok(Err(error)) if error.problems.is_empty() && attempt < RETRIES => {
+                    tracing::info!(attempt, "trying the reload again in {wait:?}");
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                }
+                Ok(_) => return,
+                Err(err) => {
+                    tracing::error!(error = %err, "the reload task failed");
+                    return;
+                }
+            }
         }
     }
 
     /// Watches the folder and reloads after each burst of changes, until the returned
-    /// watcher is dropped. Must be called within the tokio runtime.
-    pub fn watch(&self) -> notify::Result<notify::RecommendedWatcher> {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let mut watcher =
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
-                Ok(event) if matters(&event.kind) => {
-                    let _ = tx.send(());
-                }
-                Ok(_) => {}
-                Err(err) => tracing::warn!(error = %err, "watching the knowledge base"),
-            })?;
-        watcher.watch(&self.dir, RecursiveMode::Recursive)?;
-        let reloader = self.clone();
-        tokio::spawn(async move {
-            while rx.recv().await.is_some() {
-                // Wait for the burst to end.
-                while let Ok(Some(())) = tokio::time::timeout(SETTLE, rx.recv()).await {}
-                tracing::info!(kb = %reloader.dir.display(), "knowledge base changed; reloading");
-                reloader.reload_in_background().await;
-            }
-        });
-        Ok(watcher)
+    /// handle is dropped. Must be called within the tokio runtime.
+    ///
+    /// The folder is watched where its path leads now: every [`POLL`] the path is
+    /// resolved again, so a symlink swapped to a new version (Kubernetes ConfigMap
+    /// volumes, git-sync), at the folder or any folder above it, moves the watch and
+    /// reloads. A watch that fails (its folder removed, the system out of watches) is
+    /// reported on `/healthz` and set up again at the next poll.
+    pub fn watch(&self) -> WatchHandle {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut watch = Watch {
+            reloader: self.clone(),
+            tx,
+            watched: None,
+            failed: false,
+        };
+        // The first watch is set up before this returns, so no edit made after the
+        // server says it is listening goes unseen.
+        watch.follow();
+        WatchHandle(tokio::spawn(watch.run(rx)))
     }
+}
+
+/// The state of a watch: where it is set up, and whether it is broken.
+struct Watch {
+    reloader: Reloader,
+    tx: mpsc::UnboundedSender<Result<(), String>>,
+    watched: Option<(PathBuf, notify::RecommendedWatcher)>,
+    failed: bool,
+}
+
+impl Watch {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Result<(), String>>) {
+        loop {
+            let mut changed = false;
+            tokio::select! {
+                event = rx.recv() => match event {
+                    Some(Ok(())) => changed = true,
+                    Some(Err(message)) => {
+                        self.fail(&message);
+                        self.watched = None;
+                    }
+                    None => return,
+                },
+                () = tokio::time::sleep(POLL) => {}
+            }
+            changed |= self.follow();
+            if changed {
+                // Wait for the burst to end.
+                while let Ok(Some(Ok(()))) = tokio::time::timeout(SETTLE, rx.recv()).await {}
+                let dir = self.reloader.dir.display();
+                tracing::info!(kb = %dir, "knowledge base changed; reloading");
+                self.reloader.reload_in_background().await;
+            }
+        }
+    }
+
+    /// Resolves the folder's path again and moves the watch where it leads now;
+    /// whether that may have changed what the folder holds (a watch moved, or
+    /// restored after it broke).
+    fn follow(&mut self) -> bool {
+        let target = std::fs::canonicalize(&self.reloader.dir).ok();
+        if target.as_ref() == self.watched.as_ref().map(|(path, _)| path) {
+            return false;
+        }
+        let was_failed = self.failed;
+        let before = self.watched.take().map(|(path, _)| path);
+        match target {
+            Some(target) => match watch_folder(&target, self.tx.clone()) {
+                Ok(watcher) => {
+                    if self.failed {
+                        self.reloader.state.watch_restarted();
+                    }
+                    self.failed = false;
+                    (self.reloader.state).set_watch(WatchState::Watching(target.clone()));
+                    self.watched = Some((target, watcher));
+                }
+                Err(err) => self.fail(&err.to_string()),
+            },
+            None if !self.failed => {
+                let dir = self.reloader.dir.display();
+                self.fail(&format!("{dir} cannot be read"));
+            }
+            None => {}
+        }
+        (before.is_some() || was_failed) && self.watched.is_some()
+    }
+
+    fn fail(&mut self, message: &str) {
+        let dir = self.reloader.dir.display();
+        tracing::warn!(kb = %dir, "watching the knowledge base failed: {message}");
+        (self.reloader.state).set_watch(WatchState::Failed(message.to_string()));
+        self.failed = true;
+    }
+}
+
+/// Stops watching when dropped.
+#[derive(Debug)]
+pub struct WatchHandle(tokio::task::JoinHandle<()>);
+
+impl Drop for WatchHandle {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// How often the watched path is resolved again (a swapped symlink sends no event to a
+/// watch of its old target).
+pub const POLL: Duration = Duration::from_secs(1);
+/// Tries of a reload that failed for a transient reason, and the first wait between.
+const RETRIES: u32 = 5;
+const RETRY_FIRST_WAIT: Duration = Duration::from_millis(500);
+
+/// A watch of `folder` and everything under it that sends `Ok(())` for each change
+/// and `Err` when the watch itself breaks (its folder removed).
+fn watch_folder(
+    folder: &Path,
+    tx: mpsc::UnboundedSender<Result<(), String>>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    let root = folder.to_path_buf();
+    let mut watcher =
+        notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
+            Ok(event) if matters(&event.kind) => {
+                let gone =
+                    matches!(event.kind, EventKind::Remove(_)) && event.paths.contains(&root);
+                let _ = tx.send(if gone {
+                    Err(format!("{} was removed", root.display()))
+                } else {
+                    Ok(())
+                });
+            }
+            Ok(_) => {}
+            Err(err) => {
+                let _ = tx.send(Err(err.to_string()));
+            }
+        })?;
+    watcher.watch(folder, RecursiveMode::Recursive)?;
+    Ok(watcher)
 }
 
 /// Whether a file-system event can change what the folder holds (reads cannot).

@@ -4,11 +4,13 @@
 //!
 //! Run: `cargo test --test browser` (needs `chromium` and `chromedriver`; Debian:
 //! `apt-get install chromium chromium-driver`; without them every test says it is
-//! skipping and passes). Screenshots are written to
+//! skipping, except under `CI=true`, where it fails). Screenshots are written to
 //! `target/tmp/browser-screenshots/<name>.png` (`CARGO_TARGET_TMPDIR`) and each path is
 //! printed; add `-- --nocapture` to see them. The tests take turns on one shared server.
 #![cfg(unix)]
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "browser/harness.rs"]
 mod harness;
 
@@ -713,6 +715,24 @@ async fn everything_works_without_javascript() {
             json!({ "value": false }),
         )
         .await;
+        b.assert_no_console_errors().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_language_switch_never_sends_the_browser_off_site() {
+    with_browser(Lang::English, |b| async move {
+        for payload in common::REDIRECT_PAYLOADS {
+            b.goto(&format!("/lang/zh-CN?next={payload}")).await;
+            let url = b.url().await;
+            assert!(
+                url.starts_with(&format!("{}/", b.base())),
+                "{payload} took the browser to {url}"
+            );
+        }
+        b.goto("/lang/en?next=/search%3Fq%3Dnccl").await;
+        assert_eq!(b.location().await, "/search?q=nccl");
         b.assert_no_console_errors().await;
     })
     .await;

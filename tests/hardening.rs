@@ -150,34 +150,56 @@ async fn a_request_that_outlasts_the_timeout_gets_503_saying_so() {
 }
 
 #[tokio::test]
-async fn a_burst_beyond_the_concurrency_limit_waits_its_turn() {
+async fn an_upload_still_waiting_for_its_body_holds_no_turn() {
+    // Regression: 300 connections that promised a body and sent none held every turn
+    // until the request timeout, and `/healthz` took 11.8 s.
     let app = app_with(|s| {
         s.limits.concurrent_requests = 1;
         s.limits.request_timeout = Duration::from_secs(20);
     });
-    // The one slot is taken by a paste still being uploaded.
-    let (slow, tx) = trickle_json("/api/v1/diagnose");
-    let first = tokio::spawn(app.clone().oneshot(slow));
+    let (stalled, tx) = trickle_json("/api/v1/diagnose");
+    let first = tokio::spawn(app.clone().oneshot(stalled));
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let second = tokio::spawn(
+    let health = tokio::time::timeout(
+        Duration::from_secs(1),
         app.clone()
             .oneshot(Request::get("/healthz").body(Body::empty()).unwrap()),
-    );
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        !second.is_finished(),
-        "the second request must queue, not run"
-    );
-
-    tx.send(Bytes::from(
-        serde_json::json!({ "text": WATCHDOG }).to_string(),
-    ))
+    )
+    .await
+    .expect("/healthz answers while an upload stalls")
     .unwrap();
+    assert_eq!(health.status(), StatusCode::OK);
+
+    // The body finally comes, piece by piece: the paste is answered.
+    let body = serde_json::json!({ "text": WATCHDOG }).to_string();
+    let (a, b) = body.split_at(body.len() / 2);
+    tx.send(Bytes::from(a.to_string())).unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    tx.send(Bytes::from(b.to_string())).unwrap();
     drop(tx);
-    let first = reply_of(first.await.unwrap().unwrap()).await;
+    let first = reply_of(within_10s(first).await.unwrap().unwrap()).await;
     assert_eq!(first.status, StatusCode::OK, "{}", first.body);
-    let second = reply_of(second.await.unwrap().unwrap()).await;
-    assert_eq!(second.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_body_that_stops_arriving_is_408_with_a_message() {
+    let app = app_with(|s| s.limits.request_timeout = Duration::from_secs(30));
+    let (stalled, tx) = trickle_json("/api/v1/diagnose");
+    tx.send(Bytes::from_static(b"{\"text\": \"Traceback"))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let reply = reply_of(within_10s(app.oneshot(stalled)).await.unwrap()).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "gave up after {:?}",
+        started.elapsed()
+    );
+    assert_problem(
+        &reply,
+        StatusCode::REQUEST_TIMEOUT,
+        "did not arrive in time",
+    );
+    drop(tx);
 }
 
 // ---- any query string ------------------------------------------------------
@@ -217,6 +239,9 @@ fn hostile_addresses() -> Vec<String> {
             "/api/v1/search?q=nccl&limit=",
             "/api/v1/search?q=nccl&tag=",
             "/lang/zh?to=",
+            "/lang/en?next=",
+            "/lang/en?next=/",
+            "/lang/zh-CN?next=/search%3Fq%3D",
             "/entries/",
             "/tags/",
             "/api/v1/entries/",
@@ -242,6 +267,78 @@ async fn query_strings_of_any_content_are_answered_never_with_a_server_error() {
         if !reply.status.is_redirection() {
             assert!(!reply.body.is_empty(), "{address} -> empty body");
         }
+    }
+}
+
+#[tokio::test]
+async fn every_control_byte_in_a_query_string_is_answered_without_a_server_error() {
+    // Regression: `/lang/en?next=/%0A` answered `500 failed to parse header value`.
+    let routes = [
+        "/lang/en?next=/",
+        "/lang/zh-CN?next=",
+        "/?page=",
+        "/search?q=",
+        "/search?q=nccl&tag=",
+        "/tags/nccl?page=",
+        "/diagnose?p=",
+        "/entries/view-inplace?x=",
+        "/api/v1/search?q=",
+        "/api/v1/search?q=nccl&limit=",
+        "/api/v1/entries?x=",
+        "/healthz?x=",
+    ];
+    for route in routes {
+        for byte in (0u8..0x20).chain([0x7F]) {
+            let address = format!("{route}%{byte:02X}");
+            let reply = get(&address).await;
+            let status = reply.status.as_u16();
+            assert!(
+                (200..500).contains(&status),
+                "{address} -> {status}: {}",
+                reply.body
+            );
+        }
+    }
+}
+
+/// Where a browser goes for `Location: location` (from `http://errbook.test/lang/en`)
+/// after its URL parser's clean-up: tabs and line breaks removed, C0 controls and
+/// spaces trimmed, `\\` read as `/`. Only the part that decides the origin.
+fn leaves_origin(location: &str) -> bool {
+    let cleaned: String = location
+        .trim_matches(|c: char| c <= ' ')
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .map(|c| if c == '\\' { '/' } else { c })
+        .collect();
+    !cleaned.starts_with('/') || cleaned.starts_with("//")
+}
+
+#[tokio::test]
+async fn the_language_switch_only_goes_back_to_errbooks_own_pages() {
+    for payload in common::REDIRECT_PAYLOADS {
+        let reply = get(&format!("/lang/en?next={payload}")).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::SEE_OTHER,
+            "{payload}: {}",
+            reply.body
+        );
+        let location = reply.headers[header::LOCATION].to_str().unwrap();
+        assert!(!leaves_origin(location), "{payload} -> {location:?}");
+        assert_eq!(location, "/", "{payload} falls back to the home page");
+    }
+    // Real targets keep working, past ASCII included.
+    for (next, location) in [
+        ("/search%3Fq%3Dnccl%26tag%3Dnccl", "/search?q=nccl&tag=nccl"),
+        ("/entries/view-inplace", "/entries/view-inplace"),
+        (
+            "/search%3Fq%3D%E6%98%BE%E5%AD%98",
+            "/search?q=%E6%98%BE%E5%AD%98",
+        ),
+    ] {
+        let reply = get(&format!("/lang/zh-CN?next={next}")).await;
+        assert_eq!(reply.headers[header::LOCATION], location, "{next}");
     }
 }
 

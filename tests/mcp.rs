@@ -7,6 +7,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use common::{Reply, get, send};
 use serde_json::{Value, json};
+use tower::ServiceExt;
 
 const NCCL_TRACEBACK: &str = "\
 Traceback (most recent call last):
@@ -483,5 +484,101 @@ async fn the_protocol_version_header_is_checked_when_present() {
         let reply = post_raw(&ping, &[("mcp-protocol-version", good)]).await;
         assert_eq!(reply.status, StatusCode::OK, "{good}");
         assert_eq!(reply.json()["result"], json!({}));
+    }
+}
+
+// ---- who may call ----------------------------------------------------------------------
+
+const LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+
+#[tokio::test]
+async fn a_web_page_from_another_origin_cannot_call_the_tools() {
+    // DNS rebinding: the attacker's page reaches the server under its own name, so its
+    // Origin is its own host, whatever the Host header says.
+    for origin in [
+        "http://evil.example",
+        "http://attacker.example:8080",
+        "https://127.0.0.1.evil.example",
+        "http://localhost.evil.example",
+        "null",
+        "file://",
+    ] {
+        let reply = post_raw(LIST, &[("origin", origin), ("host", "evil.example")]).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::FORBIDDEN,
+            "{origin}: {}",
+            reply.body
+        );
+        let json = reply.json();
+        assert_eq!(json["error"]["code"], -32600, "{json}");
+        assert!(
+            json["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("Origin")
+        );
+    }
+    // Pages on this machine, and clients that send no Origin (SDKs, curl), may.
+    for origin in [
+        "http://localhost:8080",
+        "http://127.0.0.1:3000",
+        "https://[::1]",
+    ] {
+        let reply = post_raw(LIST, &[("origin", origin)]).await;
+        assert_eq!(reply.status, StatusCode::OK, "{origin}: {}", reply.body);
+    }
+    assert_eq!(post_raw(LIST, &[]).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn an_operator_allows_a_chat_origin_and_the_public_url() {
+    let kb = errbook::kb::Kb::load(&common::fixture_dir()).unwrap();
+    let index = errbook::search::SearchIndex::build(std::sync::Arc::new(kb)).unwrap();
+    let mut state = errbook::AppState::new(index)
+        .with_public_url("https://errbook.example.com/")
+        .unwrap();
+    state.allowed_origins = vec!["https://chat.example.com".to_string()].into();
+    let app = errbook::app(state);
+    for (origin, status) in [
+        ("https://chat.example.com", StatusCode::OK),
+        ("HTTPS://Chat.Example.com/", StatusCode::OK),
+        ("https://errbook.example.com", StatusCode::OK),
+        ("http://chat.example.com", StatusCode::FORBIDDEN),
+        (
+            "https://chat.example.com.evil.example",
+            StatusCode::FORBIDDEN,
+        ),
+    ] {
+        let request = Request::post("/mcp")
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ORIGIN, origin)
+            .body(Body::from(LIST))
+            .unwrap();
+        let reply = common::reply_of(app.clone().oneshot(request).await.unwrap()).await;
+        assert_eq!(reply.status, status, "{origin}: {}", reply.body);
+    }
+}
+
+#[tokio::test]
+async fn a_body_not_sent_as_json_is_415() {
+    for content_type in ["text/plain", "application/x-www-form-urlencoded", ""] {
+        let mut request = Request::post("/mcp");
+        if !content_type.is_empty() {
+            request = request.header(header::CONTENT_TYPE, content_type);
+        }
+        let reply = send(request.body(Body::from(LIST)).unwrap()).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{content_type}: {}",
+            reply.body
+        );
+        assert!(
+            reply.json()["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("application/json")
+        );
     }
 }

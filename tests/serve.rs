@@ -27,8 +27,15 @@ struct Server {
 
 impl Server {
     fn start(kb: &Path, extra: &[&str]) -> Server {
+        Server::start_with(kb, extra, |_| {})
+    }
+
+    /// `start`, with `configure` applied to the command first.
+    fn start_with(kb: &Path, extra: &[&str], configure: impl FnOnce(&mut Command)) -> Server {
         let cache = tempfile::tempdir().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_errbook"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_errbook"));
+        configure(&mut command);
+        let mut child = command
             .args([
                 "serve",
                 "--kb",
@@ -492,4 +499,199 @@ fn a_restart_opens_the_indexes_the_first_start_stored() {
     let fourth = Server::start(&fixture_dir(), &["--no-index-cache"]);
     assert!(!fourth.logged("stored"));
     assert_eq!(fourth.json(query), answer);
+}
+
+// ---- hostile clients and hosts --------------------------------------------------------
+
+/// Replaces the symlink `link` with one to `target`, at once, as Kubernetes ConfigMap
+/// volumes and git-sync publish a new version.
+fn swap_symlink(link: &Path, target: &str) {
+    let next = link.with_extension("next");
+    std::os::unix::fs::symlink(target, &next).unwrap();
+    std::fs::rename(&next, link).unwrap();
+}
+
+#[test]
+fn a_swapped_kb_symlink_reloads_and_the_watch_outlives_its_old_target() {
+    let root = tempfile::tempdir().unwrap();
+    copy_dir(&fixture_dir(), &root.path().join("kbA"));
+    copy_dir(&fixture_dir(), &root.path().join("kbB"));
+    edit(
+        &root.path().join("kbB"),
+        "view-inplace.md",
+        TITLE,
+        "Version B",
+    );
+    let link = root.path().join("kb");
+    std::os::unix::fs::symlink("kbA", &link).unwrap();
+    let server = Server::start(&link, &["--watch"]);
+    assert_eq!(title(&server), TITLE);
+
+    let swapped = Instant::now();
+    swap_symlink(&link, "kbB");
+    server.until("/api/v1/entries/view-inplace", |e| {
+        e["title"] == "Version B"
+    });
+    assert!(
+        swapped.elapsed() < Duration::from_secs(5),
+        "the swap reloaded after {:?}",
+        swapped.elapsed()
+    );
+    let health = server.json("/healthz");
+    assert_eq!(health["watch"], "watching", "{health}");
+    assert!(
+        health["watch_target"].as_str().unwrap().ends_with("kbB"),
+        "{health}"
+    );
+
+    // The old version goes; edits of the new one still reload.
+    std::fs::remove_dir_all(root.path().join("kbA")).unwrap();
+    edit(
+        &root.path().join("kbB"),
+        "view-inplace.md",
+        "Version B",
+        "Version B2",
+    );
+    server.until("/api/v1/entries/view-inplace", |e| {
+        e["title"] == "Version B2"
+    });
+
+    // The folder the link leads to vanishes: the watch reports it, and is set up again
+    // when there is something to watch.
+    std::fs::remove_file(&link).unwrap();
+    server.until("/healthz", |h| h["watch"] == "failed");
+    copy_dir(&fixture_dir(), &root.path().join("kbC"));
+    edit(
+        &root.path().join("kbC"),
+        "view-inplace.md",
+        TITLE,
+        "Version C",
+    );
+    swap_symlink(&link, "kbC");
+    server.until("/api/v1/entries/view-inplace", |e| {
+        e["title"] == "Version C"
+    });
+    let health = server.json("/healthz");
+    assert_eq!(health["watch"], "watching", "{health}");
+    assert_eq!(health["watch_restarts"], 1, "{health}");
+}
+
+#[test]
+fn a_stop_waits_at_most_the_grace_period_and_a_second_signal_exits_at_once() {
+    for second in [false, true] {
+        let mut server = Server::start(&fixture_dir(), &["--grace-period", "1"]);
+        // A request whose body never comes.
+        let mut upload = TcpStream::connect(&server.addr).unwrap();
+        write!(
+            upload,
+            "POST /api/v1/diagnose HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             Content-Length: 1000\r\n\r\n{{\"text\": \"Trace"
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let stopped = Instant::now();
+        server.signal(libc::SIGTERM);
+        if second {
+            std::thread::sleep(Duration::from_millis(200));
+            server.signal(libc::SIGTERM);
+        }
+        let status = server.wait_exit(Duration::from_secs(10));
+        let took = stopped.elapsed();
+        if second {
+            assert_eq!(status.code(), Some(130), "exit status {status}");
+            assert!(took < Duration::from_millis(900), "exited after {took:?}");
+        } else {
+            assert!(status.success(), "exit status {status}");
+            assert!(took < Duration::from_secs(3), "exited after {took:?}");
+        }
+    }
+}
+
+/// Sets this process's soft limit on open files to `soft` (and the hard limit to
+/// `hard`, when lower than now) in a child about to start.
+fn limit_open_files(command: &mut Command, soft: u64, hard: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe and touches only the child.
+    unsafe {
+        command.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: hard,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The `Max open files` soft limit of process `pid`.
+fn open_files_limit(pid: u32) -> u64 {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    line.split_whitespace().nth(3).unwrap().parse().unwrap()
+}
+
+#[test]
+fn at_ulimit_1024_the_server_raises_its_limit_and_a_flood_of_connections_leaves_it_working() {
+    // This process needs room for the flood too.
+    let mut own = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: reads and sets this process's own limit.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut own);
+        own.rlim_cur = own.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &own);
+    }
+    let hard = own.rlim_max.min(8192);
+    assert!(
+        hard >= 2048,
+        "this test needs a hard limit of 2048 open files"
+    );
+    let kb = kb_copy();
+    let server = Server::start_with(kb.path(), &[], |c| limit_open_files(c, 1024, hard));
+    assert_eq!(open_files_limit(server.child.id()), hard);
+
+    let flood: Vec<TcpStream> = (0..1200)
+        .map(|_| TcpStream::connect(&server.addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    edit(
+        kb.path(),
+        "view-inplace.md",
+        TITLE,
+        "Reloaded under a flood",
+    );
+    server.signal(libc::SIGHUP);
+    server.until("/api/v1/entries/view-inplace", |e| {
+        e["title"] == "Reloaded under a flood"
+    });
+    assert_eq!(server.json("/healthz")["failed_reloads"], 0);
+    assert!(!server.logged("accepting a connection failed"));
+    drop(flood);
+}
+
+#[test]
+fn hundreds_of_header_fields_are_answered_and_too_many_refused() {
+    let server = Server::start(&fixture_dir(), &[]);
+    let fields: String = (0..300).map(|i| format!("X-Filler-{i}: 1\r\n")).collect();
+    let (status, body) = request(
+        &server.addr,
+        &format!("GET /healthz HTTP/1.1\r\n{fields}"),
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+    // Past the HTTP library's count, it refuses the request itself (documented).
+    let fields: String = (0..1100).map(|i| format!("X-F{i}: 1\r\n")).collect();
+    let status = oversized(
+        &server.addr,
+        &format!("GET /healthz HTTP/1.1\r\nHost: x\r\n{fields}\r\n"),
+    );
+    assert!(matches!(status, Some(431) | None), "{status:?}");
 }

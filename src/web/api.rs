@@ -18,7 +18,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, AppError, Problem};
-use super::{AppState, Served};
+use super::{AppState, Served, WatchState};
 use crate::diagnose::{Confidence, Evidence, Parsed, Verdict};
 use crate::kb::Entry;
 use crate::search::{Hit, MAX_LIMIT, SearchQuery};
@@ -471,6 +471,14 @@ pub struct Health {
     /// When the served knowledge base was last reloaded (seconds since 1970).
     pub last_reload_unix: Option<u64>,
     pub reload_error: Option<HealthError>,
+    /// `off` (no `--watch`), `watching`, or `failed` while a broken watch waits to be
+    /// set up again (`watch_error` says why).
+    pub watch: &'static str,
+    /// The folder watched: where the kb path leads now, symlinks resolved.
+    pub watch_target: Option<String>,
+    pub watch_error: Option<String>,
+    /// Times a failed watch was set up again.
+    pub watch_restarts: u64,
     /// The CPU time recent new diagnoses took on average, in milliseconds (answers from
     /// the cache of recent pastes do not count).
     pub diagnosis_ms: f64,
@@ -513,6 +521,20 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
             problems: e.problems,
             at_unix: unix_seconds(e.at),
         }),
+        watch: match reloads.watch {
+            WatchState::Off => "off",
+            WatchState::Watching(_) => "watching",
+            WatchState::Failed(_) => "failed",
+        },
+        watch_target: match &reloads.watch {
+            WatchState::Watching(path) => Some(path.display().to_string()),
+            _ => None,
+        },
+        watch_error: match &reloads.watch {
+            WatchState::Failed(why) => Some(why.clone()),
+            _ => None,
+        },
+        watch_restarts: reloads.watch_restarts,
         diagnosis_ms: served.diagnosis_cost.mean().as_secs_f64() * 1e3,
         diagnoses_queued: served.diagnosis_cost.queues(0),
         diagnoses_waiting: state.diagnoses.waiting(),
@@ -555,7 +577,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for LossyJson<T> {
 }
 
 /// `application/json`, or a `+json` type, by the request's `Content-Type`.
-fn is_json(headers: &HeaderMap) -> bool {
+pub(super) fn is_json(headers: &HeaderMap) -> bool {
     let Some(value) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -19,7 +19,7 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -53,6 +53,28 @@ const TOOL_NAMES: &str = "`search`, `fetch` and `diagnose`";
 
 /// `POST /mcp`: one JSON-RPC message in; a JSON-RPC response, or `202 Accepted`, out.
 pub async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Some(origin) = headers.get(header::ORIGIN)
+        && !state.origin_allowed(&String::from_utf8_lossy(origin.as_bytes()))
+    {
+        // A web page the user visits must not drive the tools (DNS rebinding).
+        return reject_with(
+            StatusCode::FORBIDDEN,
+            RpcError::new(
+                INVALID_REQUEST,
+                "this Origin may not call errbook's MCP endpoint; the server's operator can \
+                 allow it with --allowed-origin",
+            ),
+        );
+    }
+    if !super::api::is_json(&headers) {
+        return reject_with(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            RpcError::new(
+                INVALID_REQUEST,
+                "send the JSON-RPC message with Content-Type: application/json",
+            ),
+        );
+    }
     if let Err(error) = check_version(&headers) {
         return reject(error);
     }
@@ -114,8 +136,12 @@ fn check_version(headers: &HeaderMap) -> Result<(), RpcError> {
 
 /// A message that could not be taken as a request: HTTP 400, with the error and a null id.
 fn reject(error: RpcError) -> Response {
+    reject_with(StatusCode::BAD_REQUEST, error)
+}
+
+fn reject_with(status: StatusCode, error: RpcError) -> Response {
     let body = Json(RpcResponse::new(None, Outcome::Error(error)));
-    (StatusCode::BAD_REQUEST, body).into_response()
+    (status, body).into_response()
 }
 
 // ---------------------------------------------------------------------------------

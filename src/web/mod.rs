@@ -11,6 +11,7 @@ mod pages;
 mod queue;
 pub mod server;
 mod share;
+mod upload;
 
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -64,6 +65,22 @@ pub struct ReloadStatus {
     pub last_reload: Option<SystemTime>,
     /// Why the latest reload failed, while no later one has succeeded.
     pub error: Option<ReloadError>,
+    /// How watching the folder goes (`serve --watch`).
+    pub watch: WatchState,
+    /// Times a failed watch was set up again.
+    pub watch_restarts: u64,
+}
+
+/// Whether the knowledge base folder is watched for changes.
+#[derive(Clone, Debug, Default)]
+pub enum WatchState {
+    /// Not asked for: reloads come from `SIGHUP` only.
+    #[default]
+    Off,
+    /// Watching this folder (where the kb path leads now).
+    Watching(std::path::PathBuf),
+    /// The watch broke (why); it is set up again as soon as it can be.
+    Failed(String),
 }
 
 /// Why a reload failed.
@@ -147,6 +164,9 @@ pub struct AppState {
     /// Where users reach this server (`https://errbook.example.com`), without a
     /// trailing slash; `None` when unknown, and then URLs are relative.
     pub public_url: Option<Arc<str>>,
+    /// Browser origins besides errbook's own that may call `/mcp`
+    /// (`scheme://host[:port]`, lowercase).
+    pub allowed_origins: Arc<[String]>,
 }
 
 impl AppState {
@@ -157,6 +177,7 @@ impl AppState {
             limits: Limits::default(),
             diagnoses: WorkQueue::new(std::thread::available_parallelism().map_or(2, |n| n.get())),
             public_url: None,
+            allowed_origins: Arc::new([]),
         }
     }
 
@@ -207,6 +228,18 @@ impl AppState {
         status.error = Some(error);
     }
 
+    /// Records how watching the folder goes.
+    pub fn set_watch(&self, watch: WatchState) {
+        let mut status = self.reloads.lock().unwrap_or_else(|e| e.into_inner());
+        status.watch = watch;
+    }
+
+    /// Counts a failed watch set up again.
+    pub fn watch_restarted(&self) {
+        let mut status = self.reloads.lock().unwrap_or_else(|e| e.into_inner());
+        status.watch_restarts += 1;
+    }
+
     /// How reloads have gone so far.
     pub fn reload_status(&self) -> ReloadStatus {
         self.reloads
@@ -229,6 +262,35 @@ impl AppState {
         Ok(self)
     }
 
+    /// Whether a browser page from `origin` (an `Origin` header) may call `/mcp`:
+    /// pages served from this machine (`localhost`, `127.0.0.0/8`, `[::1]`), from the
+    /// public URL, or from an origin allowed by the operator. An origin is never
+    /// judged by the `Host` header, which a DNS-rebinding page controls.
+    pub fn origin_allowed(&self, origin: &str) -> bool {
+        let origin = origin.trim().trim_end_matches('/').to_ascii_lowercase();
+        let Some(rest) = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"))
+        else {
+            return false;
+        };
+        let host = match rest.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(""),
+            None => rest.split(':').next().unwrap_or(""),
+        };
+        let loopback = host == "localhost"
+            || host == "::1"
+            || host
+                .parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        loopback
+            || self
+                .public_url
+                .as_deref()
+                .is_some_and(|base| origin_of(base).eq_ignore_ascii_case(&origin))
+            || self.allowed_origins.contains(&origin)
+    }
+
     /// `path` (starting with `/`) as a URL to give out: absolute when the public URL
     /// is known.
     pub fn url(&self, path: &str) -> String {
@@ -241,6 +303,15 @@ impl AppState {
     /// The URL of an entry's page.
     pub fn entry_url(&self, slug: &str) -> String {
         self.url(&format!("/entries/{slug}"))
+    }
+}
+
+/// The `scheme://host[:port]` part of a URL.
+fn origin_of(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    match url[after_scheme..].find('/') {
+        Some(i) => &url[..after_scheme + i],
+        None => url,
     }
 }
 
@@ -281,12 +352,17 @@ pub fn app(state: AppState) -> Router {
     // formatter sees the finished response (axum's 405 gets its `Allow` header late).
     // Outermost first: a request is traced, its answer compressed and given security
     // headers and an error body; it must fit the head limits, is answered within the
-    // timeout (waiting for a turn included), and its body must fit the body limit.
+    // timeout (waiting for a turn included), its body is read before it takes a turn,
+    // and the body must fit the body limit.
     let limits = state_limits;
     Router::new()
         .fallback_service(routes)
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(GlobalConcurrencyLimitLayer::new(limits.concurrent_requests))
+        .layer(middleware::from_fn_with_state(
+            upload::BodyRoom::default(),
+            upload::read_body,
+        ))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             limits.request_timeout,

@@ -346,10 +346,9 @@ pub async fn switch_language(
         .ok_or_else(|| AppError::NotFound(format!("errbook has no `{code}` interface.")))?;
     let next = params
         .get("next")
-        .map(String::as_str)
-        .filter(|n| n.starts_with('/') && !n.starts_with("//") && !n.contains('\\'))
-        .unwrap_or("/");
-    let mut response = Redirect::to(next).into_response();
+        .and_then(|next| local_path(next))
+        .unwrap_or_else(|| "/".to_string());
+    let mut response = Redirect::to(&next).into_response();
     let cookie = format!(
         "{}={}; Path=/; Max-Age=31536000; SameSite=Lax",
         i18n::COOKIE,
@@ -359,6 +358,37 @@ pub async fn switch_language(
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
     Ok(response)
+}
+
+/// `next` as a path on errbook's own origin, or `None` when a browser could read it
+/// as anything else. Browsers drop tabs and line breaks anywhere in a URL, trim
+/// spaces and control characters at its ends, and read `\\` as `/`, so `/\t/evil`
+/// and `/\\evil` lead off-site; any such character, or a second leading slash, refuses
+/// the target. Other bytes past ASCII are percent-encoded, so the `Location` header
+/// is plain ASCII.
+fn local_path(next: &str) -> Option<String> {
+    let mut chars = next.chars();
+    if chars.next() != Some('/') || matches!(chars.next(), Some('/')) {
+        return None;
+    }
+    if next
+        .chars()
+        .any(|c| c.is_control() || c.is_whitespace() || c == '\\')
+    {
+        return None;
+    }
+    let mut out = String::with_capacity(next.len());
+    for c in next.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut bytes = [0; 4];
+            for b in c.encode_utf8(&mut bytes).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    Some(out)
 }
 
 #[derive(Debug, Deserialize)]

@@ -21,8 +21,10 @@ use crate::diagnose::{Diagnosis, Paste, looks_like_error};
 pub const MAX_LINK_CHARS: usize = 12_000;
 /// What every link's path starts with.
 const PREFIX: &str = "/diagnose?p=";
-/// Largest paste a link may unpack to: the same bound as a posted paste.
-const MAX_UNPACKED: usize = super::MAX_BODY_BYTES;
+/// Largest paste a link may unpack to. Deflate packs a repetitive log a
+/// hundredfold, so without this bound a link of a few kilobytes would make the server
+/// diagnose and show a mebibyte; a longer paste's link is condensed to fit.
+const MAX_UNPACKED: usize = 64 * 1024;
 /// Lines of context kept around each line the answer rests on.
 const CONTEXT: usize = 3;
 
@@ -73,7 +75,7 @@ pub fn decode(packed: &str) -> Result<String, String> {
 /// The share link for `text`, whose diagnosis is `diagnosis`.
 pub fn link(text: &str, diagnosis: &Diagnosis) -> Link {
     let whole = path(text);
-    if whole.len() <= PREFIX.len() + MAX_LINK_CHARS {
+    if whole.len() <= PREFIX.len() + MAX_LINK_CHARS && text.len() <= MAX_UNPACKED {
         return Link {
             path: whole,
             condensed: None,

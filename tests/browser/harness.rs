@@ -99,6 +99,11 @@ where
     Fut: Future<Output = ()> + Send + 'static,
 {
     let Some(tools) = Tools::find() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "chromium and chromedriver are missing, and under CI=true a browser test \
+             does not skip: .ci/run installs them (apt-get install chromium chromium-driver)"
+        );
         eprintln!(
             "skipping browser test: chromium and chromedriver are not installed \
              (apt-get install chromium chromium-driver)"
@@ -170,6 +175,15 @@ impl Browser {
         } else {
             format!("{}/{href}", self.base)
         }
+    }
+
+    /// The current page's whole URL.
+    pub async fn url(&self) -> String {
+        self.client
+            .current_url()
+            .await
+            .expect("current URL")
+            .to_string()
     }
 
     /// Path and query of the current page, e.g. `/search?q=x`.

@@ -101,3 +101,30 @@ pub async fn api_slugs(q: &str) -> Vec<String> {
         .map(|h| h["slug"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// `next` values that must not take a reader off errbook (percent-encoded as sent).
+pub const REDIRECT_PAYLOADS: &[&str] = &[
+    "/%09/evil.example/",
+    "/%0A/evil.example",
+    "/%0D/evil.example",
+    "/%0D%0A/evil.example",
+    "//evil.example",
+    "/%5Cevil.example",
+    "%5C%5Cevil.example",
+    "%2F%2Fevil.example",
+    "https://evil.example",
+    "http:evil.example",
+    "javascript:alert(1)",
+    "/%20/evil.example",
+    "%20//evil.example",
+    "%09//evil.example",
+    "/%00/evil.example",
+    "/%7F/evil.example",
+    "///evil.example",
+    "//%09evil.example",
+    "/%E3%80%80/evil.example",
+    "%0A/%0A/evil.example",
+    "data:text/html,x",
+    "/%C2%A0/evil.example",
+    "%E2%80%8B//evil.example",
+];

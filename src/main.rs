@@ -75,39 +75,8 @@ enum Command {
     Serve {
         #[command(flatten)]
         kb: KbArg,
-        /// Address to listen on.
-        #[arg(long, env = "ERRBOOK_ADDR", default_value = "127.0.0.1:8080")]
-        addr: SocketAddr,
-        /// The URL users reach this server at (`https://errbook.example.com`): API and
-        /// MCP answers then carry absolute links a chatbot can cite.
-        #[arg(long, env = "ERRBOOK_PUBLIC_URL")]
-        public_url: Option<String>,
-        /// Reload the knowledge base whenever a file under it changes (`SIGHUP`
-        /// reloads it in any case). A broken edit keeps the last good one serving.
-        #[arg(long)]
-        watch: bool,
-        /// Seconds a request may take, waiting for its turn included, before 503.
-        #[arg(long, env = "ERRBOOK_REQUEST_TIMEOUT", default_value_t = 15.0,
-              value_parser = parse_seconds)]
-        request_timeout: f64,
-        /// Seconds a stop (SIGTERM, Ctrl-C) waits for requests in flight before
-        /// closing them; under Docker's and Kubernetes' default of 10 s before SIGKILL.
-        #[arg(long, env = "ERRBOOK_GRACE_PERIOD", default_value_t = 8.0,
-              value_parser = parse_seconds)]
-        grace_period: f64,
-        /// A browser origin (`https://chat.example.com`) whose pages may call `/mcp`,
-        /// besides pages on this machine and the public URL; repeat for more.
-        /// Environment: comma-separated.
-        #[arg(
-            long = "allowed-origin",
-            env = "ERRBOOK_ALLOWED_ORIGINS",
-            value_delimiter = ','
-        )]
-        allowed_origins: Vec<String>,
-        /// Mebibytes the caches (term impacts, recent diagnoses and searches) may hold
-        /// together [default: 64, or 8 KiB per entry past 8,192 entries].
-        #[arg(long, env = "ERRBOOK_CACHE_MB", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-        cache_mb: Option<u64>,
+        #[command(flatten)]
+        options: ServeOptions,
     },
     /// Validate every entry; exits non-zero naming file and line of each problem.
     Check {
@@ -160,27 +129,7 @@ fn main() -> ExitCode {
     tune_allocator();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve {
-            kb,
-            addr,
-            public_url,
-            watch,
-            request_timeout,
-            grace_period,
-            allowed_origins,
-            cache_mb,
-        } => serve(
-            &kb,
-            ServeOptions {
-                addr,
-                public_url,
-                watch,
-                request_timeout: Duration::from_secs_f64(request_timeout),
-                grace_period: Duration::from_secs_f64(grace_period),
-                allowed_origins,
-                cache_bytes: cache_mb.map(|mb| mb << 20),
-            },
-        ),
+        Command::Serve { kb, options } => serve(&kb, options),
         Command::Check { kb } => check(&kb),
         Command::Diagnose {
             file,
@@ -375,14 +324,41 @@ fn parse_seconds(text: &str) -> Result<f64, String> {
 }
 
 /// `errbook serve`'s settings beside the knowledge base.
+#[derive(clap::Args)]
 struct ServeOptions {
+    /// Address to listen on.
+    #[arg(long, env = "ERRBOOK_ADDR", default_value = "127.0.0.1:8080")]
     addr: SocketAddr,
+    /// The URL users reach this server at (`https://errbook.example.com`): API and
+    /// MCP answers then carry absolute links a chatbot can cite.
+    #[arg(long, env = "ERRBOOK_PUBLIC_URL")]
     public_url: Option<String>,
+    /// Reload the knowledge base whenever a file under it changes (`SIGHUP`
+    /// reloads it in any case). A broken edit keeps the last good one serving.
+    #[arg(long)]
     watch: bool,
-    request_timeout: Duration,
-    grace_period: Duration,
+    /// Seconds a request may take, waiting for its turn included, before 503.
+    #[arg(long, env = "ERRBOOK_REQUEST_TIMEOUT", default_value_t = 15.0,
+      value_parser = parse_seconds)]
+    request_timeout: f64,
+    /// Seconds a stop (SIGTERM, Ctrl-C) waits for requests in flight before
+    /// closing them; under Docker's and Kubernetes' default of 10 s before SIGKILL.
+    #[arg(long, env = "ERRBOOK_GRACE_PERIOD", default_value_t = 8.0,
+      value_parser = parse_seconds)]
+    grace_period: f64,
+    /// A browser origin (`https://chat.example.com`) whose pages may call `/mcp`,
+    /// besides pages on this machine and the public URL; repeat for more.
+    /// Environment: comma-separated.
+    #[arg(
+        long = "allowed-origin",
+        env = "ERRBOOK_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
     allowed_origins: Vec<String>,
-    cache_bytes: Option<u64>,
+    /// Mebibytes the caches (term impacts, recent diagnoses and searches) may hold
+    /// together [default: 64, or 8 KiB per entry past 8,192 entries].
+    #[arg(long, env = "ERRBOOK_CACHE_MB", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    cache_mb: Option<u64>,
 }
 
 fn serve(kb_arg: &KbArg, options: ServeOptions) -> anyhow::Result<ExitCode> {
@@ -393,9 +369,11 @@ fn serve(kb_arg: &KbArg, options: ServeOptions) -> anyhow::Result<ExitCode> {
         request_timeout,
         grace_period,
         allowed_origins,
-        cache_bytes,
+        cache_mb,
     } = options;
-    CacheBudget::set(cache_bytes);
+    let request_timeout = Duration::from_secs_f64(request_timeout);
+    let grace_period = Duration::from_secs_f64(grace_period);
+    CacheBudget::set(cache_mb.map(|mb| mb << 20));
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

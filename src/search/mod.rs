@@ -125,10 +125,6 @@ impl CacheBudget {
         }
     }
 
-    pub fn bytes(self) -> u64 {
-        self.0
-    }
-
     /// The main index's term impacts: what diagnosis and search read most.
     pub fn main_terms(self) -> u64 {
         self.0 / 2
@@ -168,7 +164,7 @@ impl quick_cache::Weighter<SearchQuery, Arc<Vec<Hit>>> for SearchWeight {
             + query.text.len()
             + query.tag.as_ref().map_or(0, String::len)
             + hits
-            + 96) as u64
+            + scoring::CACHE_SLOT_BYTES) as u64
     }
 }
 

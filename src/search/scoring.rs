@@ -577,14 +577,14 @@ impl quick_cache::Weighter<TermKey, Impacts> for ImpactsWeight {
     /// so that many terms no entry holds (a log's own words) are counted at what they
     /// cost.
     fn weight(&self, term: &TermKey, impacts: &Impacts) -> u64 {
-        (impacts.bytes() + std::mem::size_of::<TermKey>() + term.text.len() + ENTRY_OVERHEAD_BYTES)
+        (impacts.bytes() + std::mem::size_of::<TermKey>() + term.text.len() + CACHE_SLOT_BYTES)
             as u64
     }
 }
 
-/// What a cached term costs beside its impacts, key and text: the `Arc`'s counts,
+/// What a cached item costs beside its key and value: the `Arc`'s counts,
 /// allocations rounded up to their size class, and the cache's slot and table.
-const ENTRY_OVERHEAD_BYTES: usize = 96;
+pub(super) const CACHE_SLOT_BYTES: usize = 96;
 
 /// One cache for the three analyzers, so the budget goes where the queries are: an
 /// English paste holds as many identifier parts as words and no grams, a Chinese

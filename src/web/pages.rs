@@ -98,9 +98,16 @@ impl<S: Send + Sync> FromRequestParts<S> for Ui {
 
 /// Everything but unreserved URL characters percent-encoded (for a query value).
 fn percent_encode(value: &str) -> String {
+    percent_encode_unless(value, |byte| {
+        byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte)
+    })
+}
+
+/// `value` with every byte that `keep` refuses percent-encoded.
+fn percent_encode_unless(value: &str, keep: impl Fn(u8) -> bool) -> String {
     let mut out = String::with_capacity(value.len());
     for byte in value.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {
+        if keep(byte) {
             out.push(byte as char);
         } else {
             out.push_str(&format!("%{byte:02X}"));
@@ -377,18 +384,7 @@ fn local_path(next: &str) -> Option<String> {
     {
         return None;
     }
-    let mut out = String::with_capacity(next.len());
-    for c in next.chars() {
-        if c.is_ascii() {
-            out.push(c);
-        } else {
-            let mut bytes = [0; 4];
-            for b in c.encode_utf8(&mut bytes).bytes() {
-                out.push_str(&format!("%{b:02X}"));
-            }
-        }
-    }
-    Some(out)
+    Some(percent_encode_unless(next, |byte| byte.is_ascii()))
 }
 
 #[derive(Debug, Deserialize)]

@@ -5,6 +5,7 @@
 mod normalize;
 mod parse;
 mod paste;
+mod policy;
 mod rank;
 
 use std::sync::Arc;

@@ -1,6 +1,15 @@
-//! Ranking: signatures fired (strong ones most, on the root-cause line more), then
-//! full-text similarity of the paste's error messages, then the share of the paste's
-//! vocabulary an entry explains. Decides `no_match` from that evidence.
+//! Diagnosis in stages, over one paste:
+//!
+//! 1. **read**: the paste's lines joined, parsed into exceptions and a root cause;
+//! 2. **signals**: the signatures that fire on it, the entries full-text search ranks
+//!    for its messages, the entries whose describing phrases are closest;
+//! 3. **candidates**: those signals gathered by entry, each entry's `Claim`;
+//! 4. **ranking**: claims scored, with the share of the paste's vocabulary each entry
+//!    holds, best first;
+//! 5. **verdict**: the best of the top few that the evidence supports, or `no_match`;
+//! 6. **evidence**: the paste lines behind each answer, and its confidence.
+//!
+//! What counts for how much, and what is enough, is `policy`'s to say.
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
@@ -10,40 +19,12 @@ use serde::Serialize;
 use super::normalize::query_words;
 use super::parse::{Parsed, parse};
 use super::paste::{Paste, looks_like_error};
-use crate::kb::{FiredSignatures, SharedHit, SignatureMatch};
-use crate::search::{Analysed, Hit, SearchError, SearchIndex, SearchQuery};
-
-/// Candidates considered for the answer, best-scored first.
-const ANSWER_CANDIDATES: usize = 3;
-/// Candidates taken from full-text search.
-const TEXT_CANDIDATES: usize = 10;
-/// A paste this short is all message (a question, one traceback): all of it is queried.
-const SHORT_PASTE_LINES: usize = 40;
-/// Error-looking lines of a long paste added to the full-text query.
-const LONG_PASTE_LINES: usize = 16;
-/// Paste lines searched for text evidence.
-const EVIDENCE_LINES: usize = 200;
-/// Most evidence lines shown per match.
-const MAX_EVIDENCE: usize = 6;
-/// Longest evidence line shown, in characters.
-const EVIDENCE_CHARS: usize = 400;
-
-// Weights. A strong signature outweighs any amount of text similarity.
-const STRONG: f32 = 10.0;
-const WEAK: f32 = 3.0;
-const ON_ROOT_CAUSE: f32 = 5.0;
-const TEXT_RANK: f32 = 6.0;
-const COVERAGE: f32 = 4.0;
-const PHRASE_RANK: f32 = 6.0;
-/// Without a strong signature, an entry offered for a paste with an exception must
-/// explain this share of the root-cause exception's words (its type included: an
-/// exception type no entry mentions weighs as much as the rarest word).
-const ROOT_MESSAGE_COVERAGE: f32 = 0.6;
-/// The same with a weak signature on its side.
-const ROOT_MESSAGE_COVERAGE_WEAK: f32 = 0.35;
-/// Without any signature or exception (a question in words), an entry must be among
-/// the best by full text or by its closest phrase, and share this much vocabulary.
-const TEXT_ONLY_COVERAGE: f32 = 0.1;
+use super::policy::{
+    self, ANSWER_CANDIDATES, Claim, EVIDENCE_CHARS, EVIDENCE_LINES, LONG_PASTE_LINES, MAX_EVIDENCE,
+    SHORT_PASTE_LINES, SHORT_PASTE_QUERY_LINES, TEXT_CANDIDATES, TEXT_EVIDENCE_LINES,
+};
+use crate::kb::SignatureMatch;
+use crate::search::{Analysed, Hit, QueryTerms, SearchError, SearchIndex, SearchQuery};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -144,124 +125,87 @@ struct Fired {
     span: (usize, usize),
 }
 
-#[derive(Default)]
+/// An entry (its position in the knowledge base) with some claim on the paste.
 struct Candidate {
+    entry: usize,
+    claim: Claim,
     /// Its signatures that fired: a range of `Candidates::fired`.
     fired: std::ops::Range<usize>,
-    strong: usize,
-    weak: usize,
-    on_root: bool,
-    text_rank: f32,
-    /// Best symptom/title phrase score relative to the best entry's, 0..=1.
-    phrase_rank: f32,
 }
 
-impl Candidate {
-    /// Counts one more of its signatures, fired on a root-cause line or not.
-    fn count(&mut self, weak: bool, on_root: bool) {
-        if weak {
-            self.weak += 1;
-        } else {
-            self.strong += 1;
-            self.on_root |= on_root;
-        }
-    }
-
-    /// Its score but the vocabulary share (at most `COVERAGE`).
-    fn partial_score(&self) -> f32 {
-        STRONG * self.strong.min(3) as f32
-            + WEAK * self.weak.min(2) as f32
-            + if self.on_root { ON_ROOT_CAUSE } else { 0.0 }
-            + TEXT_RANK * self.text_rank
-            + PHRASE_RANK * self.phrase_rank
-    }
-}
-
-/// Entries with some claim on the paste, by entry (its position in the knowledge
-/// base), and the signatures that fired. Each is a few numbers, not a map entry with
-/// lists of its own.
+/// Every candidate, by entry, and the signatures that fired.
 struct Candidates {
-    by_entry: Vec<(usize, Candidate)>,
+    list: Vec<Candidate>,
     /// Each candidate's together, by signature.
     fired: Vec<Fired>,
 }
 
 impl Candidates {
-    /// The candidates of the signatures fired (`matches`, by entry, then signature),
-    /// of the full-text hits and of the closest phrases (entry, rank relative to the
-    /// best, each).
+    /// The candidates of the signatures fired (`matches`, by entry, then signature,
+    /// each with whether it fired on a root-cause line), of the full-text hits and of
+    /// the closest phrases (entry, rank relative to the best, each).
     fn new(
         matches: impl IntoIterator<Item = (usize, Fired, bool)>,
         text: &[(usize, f32)],
         phrases: &[(usize, f32)],
     ) -> Candidates {
-        let matches = matches.into_iter();
-        let mut by_entry: Vec<(usize, Candidate)> =
-            Vec::with_capacity(matches.size_hint().0 + text.len() + phrases.len());
-        let mut fired = Vec::with_capacity(matches.size_hint().0);
+        let mut list: Vec<Candidate> = Vec::new();
+        let mut fired = Vec::new();
         for (entry, f, on_root) in matches {
-            if by_entry.last().is_none_or(|(e, _)| *e != entry) {
-                debug_assert!(by_entry.last().is_none_or(|(e, _)| *e < entry));
+            if list.last().is_none_or(|c| c.entry != entry) {
+                debug_assert!(list.last().is_none_or(|c| c.entry < entry));
                 let at = fired.len();
-                by_entry.push((
+                list.push(Candidate {
                     entry,
-                    Candidate {
-                        fired: at..at,
-                        ..Candidate::default()
-                    },
-                ));
+                    claim: Claim::default(),
+                    fired: at..at,
+                });
             }
-            let c = &mut by_entry.last_mut().expect("pushed above").1;
-            c.count(f.weak, on_root);
+            let c = list.last_mut().expect("pushed above");
+            if f.weak {
+                c.claim.weak += 1;
+            } else {
+                c.claim.strong += 1;
+                c.claim.on_root |= on_root;
+            }
             fired.push(f);
             c.fired.end = fired.len();
         }
-        let signed = by_entry.len();
-        for (list, is_text) in [(text, true), (phrases, false)] {
-            for &(entry, rank) in list {
-                let at = match by_entry[..signed].binary_search_by_key(&entry, |c| c.0) {
+        for (hits, is_text) in [(text, true), (phrases, false)] {
+            for &(entry, rank) in hits {
+                let at = match list.binary_search_by_key(&entry, |c| c.entry) {
                     Ok(at) => at,
-                    Err(_) => match by_entry[signed..].iter().position(|c| c.0 == entry) {
-                        Some(at) => signed + at,
-                        None => {
-                            by_entry.push((entry, Candidate::default()));
-                            by_entry.len() - 1
-                        }
-                    },
+                    Err(at) => {
+                        let empty = fired.len()..fired.len();
+                        let claim = Claim::default();
+                        list.insert(
+                            at,
+                            Candidate {
+                                entry,
+                                claim,
+                                fired: empty,
+                            },
+                        );
+                        at
+                    }
                 };
-                let c = &mut by_entry[at].1;
+                let claim = &mut list[at].claim;
                 if is_text {
-                    c.text_rank = rank;
+                    claim.text_rank = rank;
                 } else {
-                    c.phrase_rank = rank;
+                    claim.phrase_rank = rank;
                 }
             }
         }
-        by_entry.sort_by_key(|c| c.0);
-        Candidates { by_entry, fired }
-    }
-
-    /// Adds entry `entry`, which only signatures `matches` (by signature) claim.
-    fn admit(&mut self, entry: usize, matches: impl IntoIterator<Item = (Fired, bool)>) {
-        let Err(at) = self.by_entry.binary_search_by_key(&entry, |c| c.0) else {
-            return;
-        };
-        let start = self.fired.len();
-        let mut c = Candidate::default();
-        for (f, on_root) in matches {
-            c.count(f.weak, on_root);
-            self.fired.push(f);
-        }
-        c.fired = start..self.fired.len();
-        self.by_entry.insert(at, (entry, c));
+        Candidates { list, fired }
     }
 
     fn get(&self, entry: usize) -> &Candidate {
         let at = self
-            .by_entry
-            .binary_search_by_key(&entry, |c| c.0)
+            .list
+            .binary_search_by_key(&entry, |c| c.entry)
             .expect("a candidate");
-        &self.by_entry[at].1
+        &self.list[at]
     }
 
     /// The signatures of `c` that fired, strong ones first.
@@ -272,159 +216,119 @@ impl Candidates {
     }
 }
 
-pub(super) fn diagnose(
-    index: &SearchIndex,
-    paste: &Paste,
-    limit: usize,
-) -> Result<Diagnosis, SearchError> {
-    diagnose_sharing(index, paste, limit, true)
+/// The paste as the stages read it: its cleaned lines joined, where each starts, and
+/// what parsing found.
+struct Reading<'p> {
+    paste: &'p Paste,
+    text: String,
+    starts: Vec<usize>,
+    parsed: Parsed,
+    lines: LineWords<'p>,
 }
 
-/// `diagnose`, with a text that many literal signatures hold taken as one shared hit
-/// (see `SignatureSet::fire`) or as a match each: the same diagnosis either way.
-fn diagnose_sharing(
-    index: &SearchIndex,
-    paste: &Paste,
-    limit: usize,
-    share: bool,
-) -> Result<Diagnosis, SearchError> {
-    let kb = index.kb();
-    let (text, starts) = paste.joined();
-    let parsed = parse(paste, &text, &starts);
-    let line_of = |offset: usize| starts.partition_point(|&s| s <= offset).saturating_sub(1);
-    let root_lines = root_line_range(&parsed);
+impl<'p> Reading<'p> {
+    fn new(paste: &'p Paste) -> Reading<'p> {
+        let (text, starts) = paste.joined();
+        let parsed = parse(paste, &text, &starts);
+        Reading {
+            paste,
+            parsed,
+            lines: LineWords::new(paste),
+            text,
+            starts,
+        }
+    }
 
-    let signatures = kb.signatures().fire(&text, share);
-    // A signature that fired, where (and whether on a root-cause line).
-    let fired = |m: &SignatureMatch| {
-        let line = line_of(m.start);
-        let line_start = starts[line];
-        let line_end = line_start + paste.lines[line].text.len();
+    /// A signature match as fired: on which line, where in it, and whether on the
+    /// root-cause exception's lines.
+    fn fired(&self, m: &SignatureMatch) -> (Fired, bool) {
+        let line = self
+            .starts
+            .partition_point(|&s| s <= m.start)
+            .saturating_sub(1);
+        let line_start = self.starts[line];
+        let line_end = line_start + self.paste.lines[line].text.len();
         let fired = Fired {
             signature: m.signature,
             weak: m.weak,
             line,
             span: (m.start - line_start, m.end.min(line_end) - line_start),
         };
-        (fired, root_lines.contains(&line))
-    };
-
-    let lines = LineWords::new(paste);
-    let query = text_query(paste, &lines, &parsed);
-    let analysed = index.analyse(&query.text);
-    let relative = |ranked: &[(usize, f32)]| -> Vec<(usize, f32)> {
-        let top = ranked.first().map_or(0.0, |h| h.1).max(f32::EPSILON);
-        let best = ranked.iter().take(TEXT_CANDIDATES);
-        best.map(|&(entry, score)| (entry, score / top)).collect()
-    };
-    let hits = relative(&index.rank(&analysed, TEXT_CANDIDATES)?);
-    let phrases = relative(&index.match_phrases(&analysed)?);
-
-    // A wrapper's message that thousands of entries quote (a shared hit) makes each of
-    // them a candidate. Those with another claim too (another signature, a text hit, a
-    // phrase) are candidates with all their signatures now; the rest, scored by shared
-    // hits alone, only once the scores below reach them: few ever do.
-    let FiredSignatures {
-        single: mut matches,
-        shared,
-    } = signatures;
-    let mut claimed: Vec<usize> = Vec::new();
-    if !shared.is_empty() {
-        claimed.extend(matches.iter().map(|m| m.entry));
-        claimed.extend(hits.iter().chain(&phrases).map(|h| h.0));
-        claimed.sort_unstable();
-        claimed.dedup();
-        for hit in &shared {
-            matches.extend(claimed.iter().flat_map(|&entry| hit.matches_of(entry)));
-        }
-        matches.sort_by_key(|m| (m.entry, m.signature));
+        (fired, root_line_range(&self.parsed).contains(&line))
     }
-    let mut candidates = Candidates::new(
-        matches.iter().map(|m| {
-            let (f, on_root) = fired(m);
-            (m.entry, f, on_root)
-        }),
-        &hits,
-        &phrases,
-    );
+}
 
-    let query_terms = index.query_terms(&analysed)?;
-    // Every score but the vocabulary share (at most `COVERAGE`), best first: only the
-    // best `wanted` are needed, so the share is computed for candidates that can
-    // still reach them. A weak wrapper signature shared by thousands of entries makes
-    // thousands of candidates in a large knowledge base.
-    let wanted = limit.max(ANSWER_CANDIDATES) + 1;
-    let mut partial: Vec<(usize, f32)> = (candidates.by_entry.iter())
-        .map(|(entry, c)| (*entry, c.partial_score()))
+/// What the knowledge base says of a paste before it is judged.
+struct Signals<'a> {
+    /// Signatures that fired, ordered by entry and signature.
+    signatures: Vec<SignatureMatch>,
+    /// The text searched, and its analysis.
+    query: TextQuery,
+    analysed: &'a Analysed,
+    /// Entries by full-text rank, and by closest phrase, each relative to the best.
+    text: Vec<(usize, f32)>,
+    phrases: Vec<(usize, f32)>,
+}
+
+impl<'a> Signals<'a> {
+    fn gather(
+        index: &SearchIndex,
+        reading: &Reading,
+        query: TextQuery,
+        analysed: &'a Analysed,
+    ) -> Result<Signals<'a>, SearchError> {
+        let relative = |ranked: &[(usize, f32)]| -> Vec<(usize, f32)> {
+            let top = ranked.first().map_or(0.0, |h| h.1).max(f32::EPSILON);
+            let best = ranked.iter().take(TEXT_CANDIDATES);
+            best.map(|&(entry, score)| (entry, score / top)).collect()
+        };
+        Ok(Signals {
+            signatures: index.kb().signatures().matches(&reading.text),
+            text: relative(&index.rank(analysed, TEXT_CANDIDATES)?),
+            phrases: relative(&index.match_phrases(analysed)?),
+            query,
+            analysed,
+        })
+    }
+}
+
+/// A candidate scored: (entry, score, vocabulary share).
+type Scored = (usize, f32, f32);
+
+/// The best `wanted` candidates, best first (ties: lower entry first). The vocabulary
+/// share, the costly part, is worked out only for candidates that can still reach them.
+fn rank(
+    index: &SearchIndex,
+    candidates: &Candidates,
+    terms: &QueryTerms,
+    wanted: usize,
+) -> Vec<Scored> {
+    let mut partial: Vec<(usize, f32)> = (candidates.list.iter())
+        .map(|c| (c.entry, c.claim.partial_score()))
         .collect();
-    let on_root: Vec<bool> = (shared.iter())
-        .map(|hit| root_lines.contains(&line_of(hit.start)))
-        .collect();
-    // (entry, score, vocabulary share), best first.
-    let mut scored: Vec<(usize, f32, f32)> = Vec::with_capacity(wanted + 1);
-    // Adds `partial` to `scored` best first until no later one can reach the best
-    // `wanted` (true then).
-    let add_best_first = |partial: &mut Vec<(usize, f32)>, scored: &mut Vec<(usize, f32, f32)>| {
-        // Only the head in order as a rule (the rest once the loop gets there).
-        let best_first =
-            |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        let head = (4 * wanted).min(partial.len());
-        if head < partial.len() {
-            partial.select_nth_unstable_by(head, best_first);
+    partial.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut scored: Vec<Scored> = Vec::with_capacity(wanted + 1);
+    for (entry, without_coverage) in partial {
+        if scored.len() >= wanted && without_coverage + policy::COVERAGE < scored[wanted - 1].1 {
+            break;
         }
-        partial[..head].sort_by(best_first);
-        for i in 0..partial.len() {
-            if i == head {
-                partial[head..].sort_by(best_first);
-            }
-            let (entry, without_coverage) = partial[i];
-            if scored.len() >= wanted && without_coverage + COVERAGE < scored[wanted - 1].1 {
-                return true;
-            }
-            let coverage = index.coverage(&query_terms, &kb.entries()[entry].slug);
-            let score = without_coverage + COVERAGE * coverage;
-            let at = scored.partition_point(|s| s.1 > score || (s.1 == score && s.0 < entry));
-            scored.insert(at, (entry, score, coverage));
-            scored.truncate(wanted);
-        }
-        false
-    };
-    // The entries only shared hits name score at most `bound`, so every candidate
-    // above it comes before them all. Often those settle the head, and the thousands
-    // of shared-only entries need not be scored one by one; otherwise they are, and
-    // join the candidates not above the bound, in the same order as all together.
-    match shared_only_bound(&shared, &on_root) {
-        None => {
-            add_best_first(&mut partial, &mut scored);
-        }
-        Some(bound) => {
-            let (mut above, mut rest): (Vec<_>, Vec<_>) =
-                partial.into_iter().partition(|&(_, score)| score > bound);
-            let settled = add_best_first(&mut above, &mut scored)
-                || (scored.len() >= wanted && bound + COVERAGE < scored[wanted - 1].1);
-            if !settled {
-                rest.extend(shared_only(&shared, &on_root, &claimed));
-                add_best_first(&mut rest, &mut scored);
-            }
-        }
+        let coverage = index.coverage(terms, &index.kb().entries()[entry].slug);
+        let score = candidates.get(entry).claim.score(coverage);
+        let at = scored.partition_point(|s| s.1 > score || (s.1 == score && s.0 < entry));
+        scored.insert(at, (entry, score, coverage));
+        scored.truncate(wanted);
     }
+    scored
+}
 
-    // The candidates scored by shared hits alone that made the head (every other entry
-    // there is claimed, and a candidate already).
-    for &(entry, ..) in &scored {
-        if shared.is_empty() || claimed.binary_search(&entry).is_ok() {
-            continue;
-        }
-        let mut matches: Vec<SignatureMatch> = shared
-            .iter()
-            .flat_map(|hit| hit.matches_of(entry))
-            .collect();
-        if !matches.is_empty() {
-            matches.sort_by_key(|m| m.signature);
-            candidates.admit(entry, matches.iter().map(fired));
-        }
-    }
-
+/// The verdict: the best of the top `ANSWER_CANDIDATES` that the evidence supports
+/// moves first and the paste is `matched`; if none is, `no_match`.
+fn verdict(
+    index: &SearchIndex,
+    candidates: &Candidates,
+    parsed: &Parsed,
+    ranked: &mut Vec<Scored>,
+) -> Result<Verdict, SearchError> {
     let root_text = parsed
         .root_exception()
         .filter(|e| !e.wrapper)
@@ -433,65 +337,70 @@ fn diagnose_sharing(
         .as_ref()
         .map(|t| index.query_terms(t))
         .transpose()?;
-    // The answer is the best-scored candidate that the evidence supports; among the
-    // top few, so a candidate with a weaker claim cannot hide a well-supported one.
-    let mut answer = None;
-    for (position, (entry, _, coverage)) in scored.iter().enumerate().take(ANSWER_CANDIDATES) {
-        let c = candidates.get(*entry);
-        let answerable = if c.strong > 0 {
-            true
-        } else if let Some(root_terms) = &root_terms {
-            // An error the entry does not explain is not its problem, however similar
-            // the rest of the log looks.
-            let explained = index.explains(root_terms, &kb.entries()[*entry].slug)?;
-            let needed = if c.weak == 0 {
-                ROOT_MESSAGE_COVERAGE
-            } else {
-                ROOT_MESSAGE_COVERAGE_WEAK
-            };
-            explained >= needed
-        } else {
-            c.weak > 0
-                || ((c.text_rank >= 0.8 || c.phrase_rank >= 0.8) && *coverage >= TEXT_ONLY_COVERAGE)
+    for position in 0..ranked.len().min(ANSWER_CANDIDATES) {
+        let (entry, _, coverage) = ranked[position];
+        let claim = &candidates.get(entry).claim;
+        let explained = match &root_terms {
+            Some(terms) if claim.strong == 0 => {
+                Some(index.explains(terms, &index.kb().entries()[entry].slug)?)
+            }
+            _ => None,
         };
-        if answerable {
-            answer = Some(position);
-            break;
+        if policy::supports(claim, coverage, explained) {
+            let chosen = ranked.remove(position);
+            ranked.insert(0, chosen);
+            return Ok(Verdict::Matched);
         }
     }
-    let verdict = match answer {
-        Some(position) => {
-            let chosen = scored.remove(position);
-            scored.insert(0, chosen);
-            Verdict::Matched
-        }
-        None => Verdict::NoMatch,
-    };
+    Ok(Verdict::NoMatch)
+}
+
+pub(super) fn diagnose(
+    index: &SearchIndex,
+    paste: &Paste,
+    limit: usize,
+) -> Result<Diagnosis, SearchError> {
+    let kb = index.kb();
+    let reading = Reading::new(paste);
+    let query = text_query(paste, &reading.lines, &reading.parsed);
+    let analysed = index.analyse(&query.text);
+    let signals = Signals::gather(index, &reading, query, &analysed)?;
+    let candidates = Candidates::new(
+        signals.signatures.iter().map(|m| {
+            let (f, on_root) = reading.fired(m);
+            (m.entry, f, on_root)
+        }),
+        &signals.text,
+        &signals.phrases,
+    );
+    let terms = index.query_terms(signals.analysed)?;
+    let mut ranked = rank(index, &candidates, &terms, limit.max(ANSWER_CANDIDATES) + 1);
+    let verdict = verdict(index, &candidates, &reading.parsed, &mut ranked)?;
 
     let mut matches = Vec::new();
     // Analysed only if some match has no signature to show.
     let evidence_lines = OnceCell::new();
-    let evidence_lines =
-        || evidence_lines.get_or_init(|| EvidenceLines::new(index, &lines, &query, &analysed));
+    let evidence_lines = || {
+        evidence_lines.get_or_init(|| {
+            EvidenceLines::new(index, &reading.lines, &signals.query, signals.analysed)
+        })
+    };
     if verdict == Verdict::Matched {
-        let second = scored.get(1).map(|s| (s.1, candidates.get(s.0).strong > 0));
-        for (rank, (entry, score, coverage)) in scored.iter().take(limit).enumerate() {
-            let c = candidates.get(*entry);
-            let confidence = if rank == 0 {
-                top_confidence(c, *score, *coverage, second)
-            } else if c.strong > 0 {
-                Confidence::Medium
-            } else {
-                Confidence::Low
-            };
-            let entry = &kb.entries()[*entry];
-            let shared = || index.shared_terms(&query_terms, &entry.slug);
+        let second = ranked
+            .get(1)
+            .map(|s| (s.1, candidates.get(s.0).claim.strong > 0));
+        for (rank, &(entry, score, coverage)) in ranked.iter().take(limit).enumerate() {
+            let c = candidates.get(entry);
+            let first = (rank == 0).then_some((score, coverage, second));
+            let confidence = policy::confidence(&c.claim, first);
+            let entry = &kb.entries()[entry];
+            let shared = || index.shared_terms(&terms, &entry.slug);
             let evidence = evidence(paste, evidence_lines, candidates.fired(c), entry, shared);
             matches.push(Match {
                 slug: entry.slug.clone(),
-                score: *score,
+                score,
                 confidence,
-                coverage: *coverage,
+                coverage,
                 evidence,
             });
         }
@@ -499,7 +408,7 @@ fn diagnose_sharing(
     let closest = if verdict == Verdict::NoMatch {
         // Shown to the reader, so with snippets this time.
         std::sync::Arc::unwrap_or_clone(index.search(&SearchQuery::new(
-            &query.text,
+            &signals.query.text,
             None,
             limit,
         ))?)
@@ -510,81 +419,11 @@ fn diagnose_sharing(
         verdict,
         matches,
         closest,
-        parsed,
+        parsed: reading.parsed,
         lines: paste.total_lines,
         distinct_lines: paste.lines.len(),
         truncated: paste.truncated,
     })
-}
-
-/// The highest partial score (see `Candidate::partial_score`) an entry can have from
-/// the shared hits `shared` alone (`None` without any): for each hit, the most
-/// signatures one entry has in it and in every other hit whose list shares an entry
-/// with it. (An entry in several hits is in lists that pairwise share it, so it
-/// counts no more than that for any of its hits.) `on_root[i]`: whether `shared[i]`
-/// fired on a root-cause line.
-fn shared_only_bound(shared: &[SharedHit], on_root: &[bool]) -> Option<f32> {
-    let mut bound: Option<f32> = None;
-    for (i, hit) in shared.iter().enumerate() {
-        let mut most = Candidate::default();
-        for (j, (other, &on_root)) in shared.iter().zip(on_root).enumerate() {
-            if j == i || hit.list.shares_an_entry_with(other.list) {
-                let strong = other.list.most_strong() as usize;
-                most.strong += strong;
-                most.weak += other.list.most_weak() as usize;
-                most.on_root |= on_root && strong > 0;
-            }
-        }
-        let score = most.partial_score();
-        bound = Some(bound.map_or(score, |b| b.max(score)));
-    }
-    bound
-}
-
-/// The partial scores (see `Candidate::partial_score`) of the entries that the shared
-/// hits `shared` name and `claimed` (sorted) does not: walked together by entry.
-/// `on_root[i]`: whether `shared[i]` fired on a root-cause line.
-fn shared_only(shared: &[SharedHit], on_root: &[bool], claimed: &[usize]) -> Vec<(usize, f32)> {
-    let mut scores = Vec::with_capacity(shared.iter().map(SharedHit::len).max().unwrap_or(0));
-    // Where each hit's list is, and the claimed entries not passed yet.
-    let mut at = vec![0; shared.len()];
-    let mut claimed = claimed.iter().copied().peekable();
-    loop {
-        let next = |(hit, &i): (&SharedHit, &usize)| hit.literals.get(i).map(|l| l.entry);
-        let Some(entry) = shared.iter().zip(&at).filter_map(next).min() else {
-            break;
-        };
-        let mut c = Candidate::default();
-        for ((hit, i), &on_root) in shared.iter().zip(&mut at).zip(on_root) {
-            while let Some(l) = hit.literals.get(*i).filter(|l| l.entry == entry) {
-                c.count(l.weak, on_root);
-                *i += 1;
-            }
-        }
-        let entry = entry as usize;
-        while claimed.next_if(|&e| e < entry).is_some() {}
-        if claimed.peek() != Some(&entry) {
-            scores.push((entry, c.partial_score()));
-        }
-    }
-    scores
-}
-
-fn top_confidence(
-    c: &Candidate,
-    score: f32,
-    coverage: f32,
-    second: Option<(f32, bool)>,
-) -> Confidence {
-    let margin = second.map_or(score, |(s, _)| score - s);
-    let rival_has_signature = second.is_some_and(|(_, strong)| strong);
-    if c.strong > 0 && (!rival_has_signature || margin >= STRONG * 0.8) {
-        Confidence::High
-    } else if c.strong > 0 || coverage >= 0.6 || (c.weak > 0 && coverage >= 0.4) {
-        Confidence::Medium
-    } else {
-        Confidence::Low
-    }
 }
 
 /// Lines (indices into `Paste::lines`) of the root-cause exception and its message.
@@ -621,7 +460,11 @@ fn text_query(paste: &Paste, lines: &LineWords, parsed: &Parsed) -> TextQuery {
     // A short paste is all message; of a long log, only a few error-looking lines
     // beyond the exceptions (the query must stay about the failure, and cheap).
     let short = paste.lines.len() <= SHORT_PASTE_LINES;
-    let budget = if short { 60 } else { LONG_PASTE_LINES };
+    let budget = if short {
+        SHORT_PASTE_QUERY_LINES
+    } else {
+        LONG_PASTE_LINES
+    };
     for (i, line) in paste.lines.iter().enumerate() {
         let t = line.text.trim();
         if used[i] || t.starts_with("File \"") || t.contains("NCCL INFO") {
@@ -879,7 +722,7 @@ fn evidence<'a, 'f>(
             }
         }
         scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        for (_, i, terms) in scored.into_iter().take(3) {
+        for (_, i, terms) in scored.into_iter().take(TEXT_EVIDENCE_LINES) {
             let l = &paste.lines[i];
             out.push(Evidence {
                 line: l.number,
@@ -954,144 +797,26 @@ mod tests {
             (7, fired(0, true, 5), false),
         ];
         let candidates = Candidates::new(matches, &[(4, 1.0), (2, 0.5)], &[(9, 1.0), (4, 0.25)]);
-        let entries: Vec<usize> = candidates.by_entry.iter().map(|c| c.0).collect();
+        let entries: Vec<usize> = candidates.list.iter().map(|c| c.entry).collect();
         assert_eq!(entries, [2, 4, 7, 9]);
         let two = candidates.get(2);
-        assert_eq!((two.strong, two.weak, two.on_root), (1, 1, true));
-        assert_eq!(two.text_rank, 0.5);
+        assert_eq!(
+            (two.claim.strong, two.claim.weak, two.claim.on_root),
+            (1, 1, true)
+        );
+        assert_eq!(two.claim.text_rank, 0.5);
         let lines: Vec<usize> = candidates.fired(two).map(|f| f.line).collect();
         assert_eq!(lines, [9, 5], "strong signatures first");
         let four = candidates.get(4);
-        assert_eq!((four.strong, four.weak), (0, 0));
-        assert_eq!((four.text_rank, four.phrase_rank), (1.0, 0.25));
+        assert_eq!((four.claim.strong, four.claim.weak), (0, 0));
+        assert_eq!((four.claim.text_rank, four.claim.phrase_rank), (1.0, 0.25));
         assert_eq!(candidates.fired(four).count(), 0);
         let seven = candidates.get(7);
         assert_eq!(
-            (seven.weak, seven.on_root, seven.text_rank),
+            (seven.claim.weak, seven.claim.on_root, seven.claim.text_rank),
             (1, false, 0.0)
         );
-        assert_eq!(candidates.get(9).phrase_rank, 1.0);
-    }
-
-    #[test]
-    fn signatures_shared_by_many_entries_are_scored_as_if_each_had_fired_alone() {
-        use std::sync::Arc;
-
-        use crate::kb::{Kb, Signature, SignatureKind};
-
-        // The real entries, and 400 more made from them that share a launcher's wrapper
-        // (weak), a third of them a second one, a fifth a strong message of the paste:
-        // each text is held by more than `SHARED_LITERALS` entries.
-        let real = Kb::load(std::path::Path::new("kb")).expect("the kb loads");
-        let mut entries = real.entries().to_vec();
-        for i in 0..400 {
-            let mut entry = real.entries()[i % real.len()].clone();
-            entry.slug = format!("shared-{i}");
-            let literal = |text: &str, weak| Signature {
-                kind: SignatureKind::Literal(text.into()),
-                weak,
-            };
-            entry.signatures = vec![literal(
-                "torch.distributed.elastic.multiprocessing.errors.ChildFailedError",
-                true,
-            )];
-            if i % 3 == 0 {
-                entry.signatures.push(literal("ProcessGroupNCCL.cpp", true));
-            }
-            if i % 5 == 0 {
-                let timeout = "Watchdog caught collective operation timeout";
-                entry.signatures.push(literal(timeout, false));
-            }
-            entries.push(entry);
-        }
-        let index = SearchIndex::build(Arc::new(Kb::from_entries(entries))).expect("an index");
-        let watchdog =
-            std::fs::read_to_string("tests/browser/nccl-watchdog-timeout.log").expect("the paste");
-        let fired = index.kb().signatures().fire(&watchdog, true);
-        assert_eq!(fired.shared.len(), 3, "each text a shared hit");
-
-        let mut pastes = vec![watchdog];
-        pastes.extend(
-            real.entries()
-                .iter()
-                .flat_map(|e| e.examples.first().cloned()),
-        );
-        for text in &pastes {
-            let paste = Paste::from_text(text);
-            for limit in [1, 5, 20] {
-                let json = |shared| {
-                    let d = diagnose_sharing(&index, &paste, limit, shared).expect("a diagnosis");
-                    serde_json::to_value(d).expect("JSON")
-                };
-                assert_eq!(
-                    json(true),
-                    json(false),
-                    "limit {limit}, paste starting {:?}",
-                    clip(text)
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn no_entry_scores_above_the_bound_of_the_shared_hits_alone() {
-        use crate::kb::{SharedList, SharedLiteral};
-
-        let literal = |entry, signature, weak| SharedLiteral {
-            entry,
-            signature,
-            weak,
-        };
-        // Entry 3 has two weak signatures in the first list and a strong one in the
-        // second; entry 8 the most strong ones of the second; entry 70 three strong ones
-        // in a third list, which shares no entry with the others.
-        let first = SharedList::new(vec![
-            literal(1, 0, true),
-            literal(3, 0, true),
-            literal(3, 1, true),
-            literal(5, 0, true),
-        ]);
-        let second = SharedList::new(vec![
-            literal(3, 2, false),
-            literal(8, 0, false),
-            literal(8, 1, false),
-            literal(9, 0, true),
-        ]);
-        let third = SharedList::new(vec![
-            literal(70, 0, false),
-            literal(70, 1, false),
-            literal(70, 2, false),
-        ]);
-        assert!(first.shares_an_entry_with(&second) && second.shares_an_entry_with(&first));
-        assert!(!third.shares_an_entry_with(&first) && !second.shares_an_entry_with(&third));
-        assert_eq!((second.most_strong(), second.most_weak()), (2, 1));
-        let hit = |list| SharedHit {
-            list,
-            literals: list.literals(),
-            start: 0,
-            end: 1,
-        };
-        let shared = [hit(&first), hit(&second), hit(&third)];
-        for on_root in [[false; 3], [false, true, false], [true, true, true]] {
-            let bound = shared_only_bound(&shared, &on_root).expect("a bound");
-            let scores = shared_only(&shared, &on_root, &[]);
-            assert_eq!(scores.len(), 6, "entries 1, 3, 5, 8, 9 and 70");
-            assert!(scores.iter().all(|&(_, score)| score <= bound));
-            // The first two lists together: two strong (entry 8) and weak ones two plus
-            // one, counted up to two; the third alone, three strong: the bound. (All
-            // three added up would be five strong and three weak, counted as three and
-            // two: more than any entry has.)
-            let together = 2.0 * STRONG + 2.0 * WEAK + if on_root[1] { ON_ROOT_CAUSE } else { 0.0 };
-            let alone = 3.0 * STRONG + if on_root[2] { ON_ROOT_CAUSE } else { 0.0 };
-            assert_eq!(bound, together.max(alone), "{on_root:?}");
-            let best = scores.iter().map(|s| s.1).fold(0.0, f32::max);
-            assert_eq!(best, alone, "entry 70 reaches it");
-        }
-        assert_eq!(
-            shared_only_bound(&shared[..2], &[false, true]),
-            Some(2.0 * STRONG + 2.0 * WEAK + ON_ROOT_CAUSE)
-        );
-        assert_eq!(shared_only_bound(&[], &[]), None);
+        assert_eq!(candidates.get(9).claim.phrase_rank, 1.0);
     }
 
     /// Lines of words (from a small vocabulary, so lines share words), as

@@ -1,0 +1,147 @@
+//! Every weight, threshold and rule that decides an answer, in one place: how the
+//! evidence for an entry adds up to a score, when that evidence is enough to call the
+//! entry the answer, and how sure the answer is. The stages in `rank.rs` gather the
+//! evidence; only this module judges it.
+
+use super::rank::Confidence;
+
+/// Candidates considered for the answer, best-scored first: a candidate with a weaker
+/// claim cannot hide a well-supported one just below it.
+pub const ANSWER_CANDIDATES: usize = 3;
+/// Entries taken from full-text search, and from the closest describing phrases.
+pub const TEXT_CANDIDATES: usize = 10;
+
+/// A paste this short is all message (a question, one traceback): all of it is queried.
+pub const SHORT_PASTE_LINES: usize = 40;
+/// Error-looking lines of a long paste added to the full-text query.
+pub const LONG_PASTE_LINES: usize = 16;
+/// Lines of a short paste queried (the words past them are not read).
+pub const SHORT_PASTE_QUERY_LINES: usize = 60;
+/// Paste lines searched for text evidence.
+pub const EVIDENCE_LINES: usize = 200;
+/// Most evidence lines shown per match.
+pub const MAX_EVIDENCE: usize = 6;
+/// Lines shown as text evidence when no signature fired.
+pub const TEXT_EVIDENCE_LINES: usize = 3;
+/// Longest evidence line shown, in characters.
+pub const EVIDENCE_CHARS: usize = 400;
+
+/// Each strong signature that fired (an error message or code that names the
+/// problem): it outweighs any amount of text similarity.
+pub const STRONG: f32 = 10.0;
+/// Strong signatures counted at most.
+pub const STRONG_COUNTED: usize = 3;
+/// Each weak signature that fired (a launcher's wrapper, a generic code).
+pub const WEAK: f32 = 3.0;
+/// Weak signatures counted at most.
+pub const WEAK_COUNTED: usize = 2;
+/// A strong signature on the root-cause exception's lines, once.
+pub const ON_ROOT_CAUSE: f32 = 5.0;
+/// Full-text rank of the paste's messages, relative to the best entry's (0..=1).
+pub const TEXT_RANK: f32 = 6.0;
+/// Closest describing phrase (symptom, title, summary), relative to the best (0..=1).
+pub const PHRASE_RANK: f32 = 6.0;
+/// Share of the paste's query vocabulary the entry holds (0..=1).
+pub const COVERAGE: f32 = 4.0;
+
+/// Without a strong signature, an entry offered for a paste with an exception must
+/// explain this share of the root-cause exception's words in one of its passages (its
+/// type included: an exception type no entry mentions weighs as much as the rarest
+/// word). An error the entry does not explain is not its problem, however similar
+/// the rest of the log looks.
+pub const ROOT_MESSAGE_COVERAGE: f32 = 0.6;
+/// The same with a weak signature on its side.
+pub const ROOT_MESSAGE_COVERAGE_WEAK: f32 = 0.35;
+/// Without any signature or exception (a question in words), an entry must be at
+/// least this close to the best by full text or by its closest phrase...
+pub const TEXT_ONLY_RANK: f32 = 0.8;
+/// ...and share this much of the vocabulary.
+pub const TEXT_ONLY_COVERAGE: f32 = 0.1;
+
+/// The top answer is `high` with a strong signature when no rival has one, or when it
+/// leads the rival by this much.
+pub const HIGH_MARGIN: f32 = STRONG * 0.8;
+/// Without a strong signature, `medium` takes this much vocabulary...
+pub const MEDIUM_COVERAGE: f32 = 0.6;
+/// ...or this much with a weak signature.
+pub const MEDIUM_COVERAGE_WEAK: f32 = 0.4;
+
+/// What the evidence says of one entry, before it is judged.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Claim {
+    /// Strong signatures that fired.
+    pub strong: usize,
+    /// Weak signatures that fired.
+    pub weak: usize,
+    /// A strong signature fired on a root-cause line.
+    pub on_root: bool,
+    /// Full-text rank relative to the best entry's, 0..=1.
+    pub text_rank: f32,
+    /// Closest phrase's score relative to the best entry's, 0..=1.
+    pub phrase_rank: f32,
+}
+
+impl Claim {
+    /// Its score but the vocabulary share, which adds at most [`COVERAGE`].
+    pub fn partial_score(&self) -> f32 {
+        STRONG * self.strong.min(STRONG_COUNTED) as f32
+            + WEAK * self.weak.min(WEAK_COUNTED) as f32
+            + if self.on_root { ON_ROOT_CAUSE } else { 0.0 }
+            + TEXT_RANK * self.text_rank
+            + PHRASE_RANK * self.phrase_rank
+    }
+
+    /// Its whole score, with the share of the paste's vocabulary the entry holds.
+    pub fn score(&self, coverage: f32) -> f32 {
+        self.partial_score() + COVERAGE * coverage
+    }
+}
+
+/// Whether the evidence supports calling the entry the answer. `explained`: for a
+/// paste with an exception and an entry without a strong signature, the share of the
+/// root-cause message that one passage of the entry explains; `coverage`: the entry's
+/// share of the paste's vocabulary.
+pub fn supports(claim: &Claim, coverage: f32, explained: Option<f32>) -> bool {
+    if claim.strong > 0 {
+        return true;
+    }
+    match explained {
+        Some(explained) => {
+            let needed = if claim.weak == 0 {
+                ROOT_MESSAGE_COVERAGE
+            } else {
+                ROOT_MESSAGE_COVERAGE_WEAK
+            };
+            explained >= needed
+        }
+        None => {
+            claim.weak > 0
+                || ((claim.text_rank >= TEXT_ONLY_RANK || claim.phrase_rank >= TEXT_ONLY_RANK)
+                    && coverage >= TEXT_ONLY_COVERAGE)
+        }
+    }
+}
+
+/// How sure the answer is, for the entry ranked first (`second`: the next one's score
+/// and whether it has a strong signature) and for the others.
+pub fn confidence(claim: &Claim, first: Option<(f32, f32, Option<(f32, bool)>)>) -> Confidence {
+    let Some((score, coverage, second)) = first else {
+        return if claim.strong > 0 {
+            Confidence::Medium
+        } else {
+            Confidence::Low
+        };
+    };
+    let margin = second.map_or(score, |(s, _)| score - s);
+    let rival_has_signature = second.is_some_and(|(_, strong)| strong);
+    if claim.strong > 0 && (!rival_has_signature || margin >= HIGH_MARGIN) {
+        Confidence::High
+    } else if claim.strong > 0
+        || coverage >= MEDIUM_COVERAGE
+        || (claim.weak > 0 && coverage >= MEDIUM_COVERAGE_WEAK)
+    {
+        Confidence::Medium
+    } else {
+        Confidence::Low
+    }
+}

@@ -122,23 +122,31 @@ pub fn supports(claim: &Claim, coverage: f32, explained: Option<f32>) -> bool {
     }
 }
 
-/// How sure the answer is, for the entry ranked first (`second`: the next one's score
-/// and whether it has a strong signature) and for the others.
-pub fn confidence(claim: &Claim, first: Option<(f32, f32, Option<(f32, bool)>)>) -> Confidence {
-    let Some((score, coverage, second)) = first else {
+/// Where the first-ranked answer stands: its score and vocabulary share, and the next
+/// one's score and whether that one has a strong signature.
+#[derive(Debug, Clone, Copy)]
+pub struct Lead {
+    pub score: f32,
+    pub coverage: f32,
+    pub runner_up: Option<(f32, bool)>,
+}
+
+/// How sure an answer is: the first-ranked one with its `lead`, the others without.
+pub fn confidence(claim: &Claim, lead: Option<Lead>) -> Confidence {
+    let Some(lead) = lead else {
         return if claim.strong > 0 {
             Confidence::Medium
         } else {
             Confidence::Low
         };
     };
-    let margin = second.map_or(score, |(s, _)| score - s);
-    let rival_has_signature = second.is_some_and(|(_, strong)| strong);
+    let margin = lead.runner_up.map_or(lead.score, |(s, _)| lead.score - s);
+    let rival_has_signature = lead.runner_up.is_some_and(|(_, strong)| strong);
     if claim.strong > 0 && (!rival_has_signature || margin >= HIGH_MARGIN) {
         Confidence::High
     } else if claim.strong > 0
-        || coverage >= MEDIUM_COVERAGE
-        || (claim.weak > 0 && coverage >= MEDIUM_COVERAGE_WEAK)
+        || lead.coverage >= MEDIUM_COVERAGE
+        || (claim.weak > 0 && lead.coverage >= MEDIUM_COVERAGE_WEAK)
     {
         Confidence::Medium
     } else {

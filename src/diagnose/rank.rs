@@ -386,13 +386,17 @@ pub(super) fn diagnose(
         })
     };
     if verdict == Verdict::Matched {
-        let second = ranked
+        let runner_up = ranked
             .get(1)
             .map(|s| (s.1, candidates.get(s.0).claim.strong > 0));
         for (rank, &(entry, score, coverage)) in ranked.iter().take(limit).enumerate() {
             let c = candidates.get(entry);
-            let first = (rank == 0).then_some((score, coverage, second));
-            let confidence = policy::confidence(&c.claim, first);
+            let lead = (rank == 0).then_some(policy::Lead {
+                score,
+                coverage,
+                runner_up,
+            });
+            let confidence = policy::confidence(&c.claim, lead);
             let entry = &kb.entries()[entry];
             let shared = || index.shared_terms(&terms, &entry.slug);
             let evidence = evidence(paste, evidence_lines, candidates.fired(c), entry, shared);

@@ -15,9 +15,7 @@ use rustc_hash::FxHashMap;
 
 pub use entry::{Entry, LazyRegex, Signature, SignatureKind};
 pub use markdown::render_markdown;
-pub use signatures::{
-    FiredSignatures, SharedHit, SharedList, SharedLiteral, SignatureMatch, SignatureSet,
-};
+pub use signatures::{SignatureMatch, SignatureSet};
 
 /// One thing wrong with the knowledge base, located in a file (and a line when known).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,13 +6,12 @@
 //! cost follows those lines, not the length of the paste.
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex::Regex;
 use regex_syntax::hir::literal::{ExtractKind, Extractor, Seq};
 use regex_syntax::hir::{Class, Hir, HirKind};
-use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Shortest literal accepted as a regex's prefilter: shorter ones fire everywhere.
 const MIN_PREFILTER_LEN: usize = 3;
@@ -25,9 +24,6 @@ const MAX_DFA_NEEDLES: usize = 5_000;
 /// Past this many literal hits for one regex, it runs over the whole text once instead
 /// of line by line.
 const MAX_LINE_SEARCHES: usize = 256;
-/// Distinct needles checked as written past which a group looks a hit up by length and
-/// hash instead of comparing each (see `RunLookup`).
-const MANY_NEEDLES: usize = 16;
 
 use super::{Entry, LazyRegex, SignatureKind};
 
@@ -70,28 +66,7 @@ struct Group {
     /// Every pattern is a literal signature: once all have fired, later hits of the
     /// group add nothing.
     literals_only: bool,
-    /// For a group of more than `MANY_NEEDLES` distinct needles that count only as
-    /// written (a real error message that thousands of signatures extend, say).
-    lookup: Option<RunLookup>,
-    /// The literal signatures of each run that has more than `SHARED_LITERALS`, side by
-    /// side (see `Run::shared`).
-    shared: Vec<SharedList>,
 }
-
-/// How a hit finds its runs in a group of many needles: a lookup per needle length,
-/// not a comparison per needle.
-#[derive(Debug, Clone)]
-struct RunLookup {
-    /// The runs checked as written, by needle length, each length's sorted by the hash
-    /// of the needle.
-    by_length: Vec<(usize, HashedRuns)>,
-    /// The runs that also hold patterns a hit fires as found (a case-insensitive
-    /// regex's literal, a folding character).
-    unchecked: Vec<u32>,
-}
-
-/// Runs (indices into `Group::runs`) by the hash of their needle, sorted.
-type HashedRuns = Vec<(u64, u32)>;
 
 /// A run of equal needles in a group: `ids[start..end]`, its literal signatures first
 /// (`ids[start..literals]`), then the regexes' literals and folding characters.
@@ -100,99 +75,20 @@ struct Run {
     start: u32,
     literals: u32,
     end: u32,
-    /// Where in `Group::shared` its literal signatures are, when it has more than
-    /// `SHARED_LITERALS`: read one after the other there, where their patterns are
-    /// each in a different part of a table of millions (at 100,000 entries, a cache
-    /// miss each).
-    shared: Option<u32>,
 }
 
-/// The literal signatures of one text that many entries hold (more than
-/// `SHARED_LITERALS`), by entry and signature, with what a diagnosis needs to know
-/// of them without walking them: the most signatures one entry has among them, and
-/// which entries they are (a bit each), so that two lists are found to share an
-/// entry or not in microseconds.
-#[derive(Debug, Clone)]
-pub struct SharedList {
-    literals: Box<[SharedLiteral]>,
-    /// Bit `e` of word `e / 64`: entry `e` has one of the literals.
-    members: Box<[u64]>,
-    most_strong: u32,
-    most_weak: u32,
-}
-
-impl SharedList {
-    /// `literals` must be ordered by entry and signature.
-    pub fn new(literals: Vec<SharedLiteral>) -> SharedList {
-        debug_assert!(literals.is_sorted_by_key(|l| (l.entry, l.signature)));
-        let words = literals.last().map_or(0, |l| l.entry as usize / 64 + 1);
-        let mut members = vec![0u64; words];
-        let (mut most_strong, mut most_weak) = (0, 0);
-        for run in literals.chunk_by(|a, b| a.entry == b.entry) {
-            let entry = run[0].entry as usize;
-            members[entry / 64] |= 1 << (entry % 64);
-            let weak = run.iter().filter(|l| l.weak).count() as u32;
-            most_weak = most_weak.max(weak);
-            most_strong = most_strong.max(run.len() as u32 - weak);
-        }
-        SharedList {
-            literals: literals.into_boxed_slice(),
-            members: members.into_boxed_slice(),
-            most_strong,
-            most_weak,
-        }
-    }
-
-    pub fn literals(&self) -> &[SharedLiteral] {
-        &self.literals
-    }
-
-    /// The most strong signatures one entry has here.
-    pub fn most_strong(&self) -> u32 {
-        self.most_strong
-    }
-
-    /// The most weak signatures one entry has here.
-    pub fn most_weak(&self) -> u32 {
-        self.most_weak
-    }
-
-    /// Whether some entry has signatures in both lists.
-    pub fn shares_an_entry_with(&self, other: &SharedList) -> bool {
-        (self.members.iter().zip(other.members.iter())).any(|(a, b)| a & b != 0)
-    }
-}
-
-/// A literal signature, as a shared hit lists it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SharedLiteral {
-    pub entry: u32,
-    pub signature: u32,
-    pub weak: bool,
-}
-
-impl SharedLiteral {
-    /// The literal signature `patterns[id]`, one of a run's first (see `Run`).
-    fn of(patterns: &[Pattern], id: usize) -> SharedLiteral {
-        let Pattern::Literal(entry, signature, weak) = patterns[id] else {
-            unreachable!("a run's literal signatures come first");
-        };
-        SharedLiteral {
-            entry: entry as u32,
-            signature: signature as u32,
-            weak,
-        }
-    }
-
-    /// It, fired at `start..end`.
-    fn at(self, start: usize, end: usize) -> SignatureMatch {
-        SignatureMatch {
-            entry: self.entry as usize,
-            signature: self.signature as usize,
-            weak: self.weak,
-            start,
-            end,
-        }
+/// The literal signature `patterns[id]` (one of a run's first, see `Run`), fired at
+/// `start..end`.
+fn literal_at(patterns: &[Pattern], id: usize, start: usize, end: usize) -> SignatureMatch {
+    let Pattern::Literal(entry, signature, weak) = patterns[id] else {
+        unreachable!("a run's literal signatures come first");
+    };
+    SignatureMatch {
+        entry,
+        signature,
+        weak,
+        start,
+        end,
     }
 }
 
@@ -208,7 +104,6 @@ impl Group {
                     start: k as u32,
                     literals: k as u32,
                     end: k as u32 + 1,
-                    shared: None,
                 }),
             }
             let run = runs.last_mut().expect("pushed above");
@@ -218,95 +113,10 @@ impl Group {
             }
         }
         let literals_only = ids.iter().all(|&id| literal(id));
-        let checked = |id: usize| {
-            matches!(
-                patterns[id],
-                Pattern::Literal(..) | Pattern::Prefilter { exact: true, .. }
-            )
-        };
-        let mut shared = Vec::new();
-        for run in &mut runs {
-            let literals = &ids[run.start as usize..run.literals as usize];
-            if literals.len() > SHARED_LITERALS {
-                run.shared = Some(shared.len() as u32);
-                let packed = literals.iter().map(|&id| SharedLiteral::of(patterns, id));
-                shared.push(SharedList::new(packed.collect()));
-            }
-        }
-        let mut group = Group {
+        Group {
             ids,
             runs,
             literals_only,
-            lookup: None,
-            shared,
-        };
-        let ids_of = |run: &Run| &group.ids[run.start as usize..run.end as usize];
-        let checked_runs = group
-            .runs
-            .iter()
-            .filter(|run| ids_of(run).iter().any(|&id| checked(id)))
-            .count();
-        if checked_runs > MANY_NEEDLES {
-            let mut by_length: std::collections::BTreeMap<usize, HashedRuns> = Default::default();
-            let mut unchecked = Vec::new();
-            for (r, run) in group.runs.iter().enumerate() {
-                let ids = ids_of(run);
-                if ids.iter().any(|&id| checked(id)) {
-                    let needle = &needles[ids[0]];
-                    by_length
-                        .entry(needle.len())
-                        .or_default()
-                        .push((FxBuildHasher.hash_one(needle.as_slice()), r as u32));
-                }
-                if ids.iter().any(|&id| !checked(id)) {
-                    unchecked.push(r as u32);
-                }
-            }
-            let mut by_length: Vec<(usize, HashedRuns)> = by_length.into_iter().collect();
-            for (_, runs) in &mut by_length {
-                runs.sort_unstable();
-            }
-            group.lookup = Some(RunLookup {
-                by_length,
-                unchecked,
-            });
-        }
-        group
-    }
-
-    /// Sets `runs` to the runs a hit at `start` of `text` may fire, each with whether
-    /// its needle is there as written (`None`: not checked yet). One buffer serves
-    /// every hit of a text.
-    fn runs_at(
-        &self,
-        text: &[u8],
-        start: usize,
-        needles: &[Vec<u8>],
-        runs: &mut Vec<(u32, Option<bool>)>,
-    ) {
-        runs.clear();
-        let Some(lookup) = &self.lookup else {
-            runs.extend((0..self.runs.len() as u32).map(|r| (r, None)));
-            return;
-        };
-        let rest = &text[start..];
-        for (length, table) in &lookup.by_length {
-            let Some(piece) = rest.get(..*length) else {
-                break;
-            };
-            let hash = FxBuildHasher.hash_one(piece);
-            let first = table.partition_point(|&(h, _)| h < hash);
-            for &(_, r) in table[first..].iter().take_while(|&&(h, _)| h == hash) {
-                let run = self.runs[r as usize];
-                if needles[self.ids[run.start as usize]] == piece {
-                    runs.push((r, Some(true)));
-                }
-            }
-        }
-        for &r in &lookup.unchecked {
-            if !runs.iter().any(|&(found, _)| found == r) {
-                runs.push((r, Some(false)));
-            }
         }
     }
 }
@@ -459,21 +269,12 @@ impl SignatureSet {
     /// Every signature that fires on `text`, each once (its first occurrence), ordered by
     /// entry and signature.
     pub fn matches(&self, text: &str) -> Vec<SignatureMatch> {
-        self.fire(text, false).single
-    }
-
-    /// Every signature that fires on `text`, each once (its first occurrence), as
-    /// `matches` gives them, except that with `share` a text which more than
-    /// `SHARED_LITERALS` literal signatures hold (a wrapper's message that thousands of
-    /// entries quote) is one `SharedHit` for all of them, not a match each.
-    pub fn fire(&self, text: &str, share: bool) -> FiredSignatures<'_> {
         // Work here follows what the text holds, not the size of the set: a knowledge
         // base of 100,000 entries costs a paste no more than one of 60, past the scan.
         let mut found = Vec::new();
-        let mut shared = Vec::new();
         // The runs (group, run) whose literal signatures fired: all of a run's fire at
         // its first hit as written (thousands, for a message that many entries quote).
-        let mut runs_fired: FxHashSet<(usize, u32)> = FxHashSet::default();
+        let mut runs_fired: FxHashSet<(usize, usize)> = FxHashSet::default();
         // The regexes worth running, with where their literals were found (`None` once
         // they must search the whole text).
         let mut wanted: FxHashMap<usize, Option<Vec<usize>>> = FxHashMap::default();
@@ -482,16 +283,14 @@ impl SignatureSet {
             // Literal signatures fired, by group: a literals-only group whose every
             // signature fired is settled, and its later hits add nothing.
             let mut fired: FxHashMap<usize, usize> = FxHashMap::default();
-            let mut runs = Vec::new();
             for m in ac.find_overlapping_iter(text) {
                 let g = m.pattern().as_usize();
                 let group = &self.groups[g];
                 if group.literals_only && fired.get(&g) == Some(&group.ids.len()) {
                     continue;
                 }
-                group.runs_at(text.as_bytes(), m.start(), &self.needles, &mut runs);
-                for &(r, mut written) in &runs {
-                    let run = group.runs[r as usize];
+                for (r, &run) in group.runs.iter().enumerate() {
+                    let mut written = None;
                     let ids = &group.ids[run.start as usize..run.end as usize];
                     let needle = &self.needles[ids[0]];
                     // Whether the text holds the run's needle as written, once per run.
@@ -507,27 +306,9 @@ impl SignatureSet {
                         !literals.is_empty() && !runs_fired.contains(&(g, r)) && as_written();
                     if fires {
                         let (start, end) = (m.start(), m.start() + needle.len());
-                        match run.shared {
-                            Some(k) => {
-                                let list = &group.shared[k as usize];
-                                let hit = SharedHit {
-                                    list,
-                                    literals: list.literals(),
-                                    start,
-                                    end,
-                                };
-                                if share {
-                                    shared.push(hit);
-                                } else {
-                                    found.extend(hit.matches());
-                                }
-                            }
-                            None => {
-                                found.extend((literals.iter()).map(|&id| {
-                                    SharedLiteral::of(&self.patterns, id).at(start, end)
-                                }))
-                            }
-                        }
+                        found.extend(
+                            (literals.iter()).map(|&id| literal_at(&self.patterns, id, start, end)),
+                        );
                         runs_fired.insert((g, r));
                         *fired.entry(g).or_default() += literals.len();
                     }
@@ -584,66 +365,7 @@ impl SignatureSet {
             }
         }
         found.sort_by_key(|m| (m.entry, m.signature));
-        FiredSignatures {
-            single: found,
-            shared,
-        }
-    }
-}
-
-/// Literal signatures with one text past which, when it fires, a diagnosis takes
-/// them as one `SharedHit` (see `SignatureSet::fire`): fewer are a match each.
-const SHARED_LITERALS: usize = 64;
-
-/// The signatures that fired on a text (see `SignatureSet::fire`).
-#[derive(Debug)]
-pub struct FiredSignatures<'s> {
-    /// Ordered by entry and signature.
-    pub single: Vec<SignatureMatch>,
-    /// Each a different text; an entry's signatures may be in `single` and in any of
-    /// these.
-    pub shared: Vec<SharedHit<'s>>,
-}
-
-/// Literal signatures of many entries with one text, which fired at `start..end`.
-#[derive(Debug, Clone, Copy)]
-pub struct SharedHit<'s> {
-    /// The list of the text that fired.
-    pub list: &'s SharedList,
-    /// Ordered by entry and signature: the list's, or (`matches_of`) a part of them.
-    pub literals: &'s [SharedLiteral],
-    pub start: usize,
-    pub end: usize,
-}
-
-impl<'s> SharedHit<'s> {
-    /// How many signatures fired.
-    pub fn len(&self) -> usize {
-        self.literals.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.literals.is_empty()
-    }
-
-    /// Each signature as a match, ordered by entry and signature.
-    pub fn matches(&self) -> impl Iterator<Item = SignatureMatch> + use<'s> {
-        let (start, end) = (self.start, self.end);
-        self.literals.iter().map(move |l| l.at(start, end))
-    }
-
-    /// The matches of entry `entry`'s signatures, ordered by signature: found by
-    /// bisection.
-    pub fn matches_of(&self, entry: usize) -> impl Iterator<Item = SignatureMatch> + use<'s> {
-        let first = self
-            .literals
-            .partition_point(|l| (l.entry as usize) < entry);
-        let last = first + self.literals[first..].partition_point(|l| l.entry as usize == entry);
-        SharedHit {
-            literals: &self.literals[first..last],
-            ..*self
-        }
-        .matches()
+        found
     }
 }
 
@@ -1029,24 +751,13 @@ mod tests {
         let lower = set.matches("childfailederror");
         assert_eq!(lower.len(), 1);
         assert_eq!(lower[0].entry, 2_000);
-
-        // Taken as one shared hit, the same matches.
-        let fired = set.fire(text, true);
-        assert_eq!(fired.shared.len(), 1);
-        assert_eq!(fired.single, [*longer]);
-        let hit = fired.shared[0];
-        assert_eq!(hit.len(), 2_000);
-        assert!(hit.matches().eq(found[..2_000].iter().copied()));
-        assert!(hit.matches_of(1_234).eq([found[1_234]]));
-        assert_eq!(hit.matches_of(2_001).count(), 0, "not in the hit");
-        assert!(set.fire(text, false).shared.is_empty(), "each a match");
     }
 
     #[test]
     fn many_messages_extending_one_error_fire_only_where_written_whole() {
         // Hundreds of literals that extend one real message (past the automaton's 16
-        // bytes) are looked up by length and hash at a hit; a case-sensitive regex and a
-        // case-insensitive one on the same prefix share the group.
+        // bytes) share one group, each checked as written at a hit; a case-sensitive
+        // regex and a case-insensitive one on the same prefix share it too.
         let message = "Watchdog caught collective operation timeout";
         let mut entries: Vec<Entry> = (0..300)
             .map(|i| {

@@ -12,9 +12,8 @@
 //! milliseconds while the scoring itself costs microseconds. The cached impacts make
 //! that setup a hash lookup per term, and the scores come out the same.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
-use std::sync::{Arc, OnceLock};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use tantivy::postings::Postings;
@@ -357,13 +356,6 @@ pub struct TermImpacts {
     /// The term's `champions` highest impacts (ties: lower ordinal), by ordinal; `None`
     /// when it has no more than that, so its champions are all of them.
     champions: Option<Box<[Impact]>>,
-    /// For a term many documents hold, a bit per ordinal up to its last: set where it
-    /// is held (see `holds`). Built when first asked.
-    members: OnceLock<Box<[u64]>>,
-    /// `all` and the champions laid out for `Scorer::top_by` (see `Blocked`). Built
-    /// when first asked.
-    blocked: OnceLock<Blocked>,
-    champions_blocked: OnceLock<Blocked>,
 }
 
 impl TermImpacts {
@@ -383,9 +375,6 @@ impl TermImpacts {
         TermImpacts {
             all: all.into_boxed_slice(),
             champions,
-            members: OnceLock::new(),
-            blocked: OnceLock::new(),
-            champions_blocked: OnceLock::new(),
         }
     }
 
@@ -404,36 +393,8 @@ impl TermImpacts {
     }
 
     /// Whether the document at `ordinal` holds the term.
-    ///
-    /// A term many documents hold answers from a bit per ordinal: a diagnosis asks this
-    /// of each query word for each candidate entry, and at 100,000 entries a binary
-    /// search through a common word's impacts waited on memory at most of its steps (a
-    /// tenth of a new diagnosis).
     pub fn holds(&self, ordinal: u32) -> bool {
-        match self.member_words() {
-            Some(words) => {
-                let members = self.members.get_or_init(|| {
-                    let mut bits = vec![0u64; words];
-                    for impact in &self.all {
-                        bits[impact.doc as usize / 64] |= 1 << (impact.doc % 64);
-                    }
-                    bits.into_boxed_slice()
-                });
-                members
-                    .get(ordinal as usize / 64)
-                    .is_some_and(|bits| bits >> (ordinal % 64) & 1 == 1)
-            }
-            None => self.all.binary_search_by_key(&ordinal, |i| i.doc).is_ok(),
-        }
-    }
-
-    /// The length of `members` (in 64-bit words) for a term held by at least one
-    /// document in `MEMBERS_DENSITY` up to its last; `None` for other terms, which keep
-    /// to binary search (their bits would cost more memory than their impacts).
-    fn member_words(&self) -> Option<usize> {
-        let last = self.all.last()?.doc as usize;
-        (self.all.len() >= MEMBERS_MIN && self.all.len() * MEMBERS_DENSITY > last)
-            .then_some(last / 64 + 1)
+        self.all.binary_search_by_key(&ordinal, |i| i.doc).is_ok()
     }
 
     /// The term's highest impacts, by ordinal (all of them for a term few documents
@@ -450,81 +411,11 @@ impl TermImpacts {
         }
     }
 
-    /// The list `scoring` adds up, laid out for `Scorer::top_by`.
-    fn blocked(&self, scoring: Scoring) -> &Blocked {
-        let cell = match (scoring, &self.champions) {
-            (Scoring::Champions, Some(_)) => &self.champions_blocked,
-            _ => &self.blocked,
-        };
-        cell.get_or_init(|| Blocked::new(self.list(scoring), BLOCK_SHIFT))
-    }
-
-    /// What the term costs in memory, in bytes: the struct, its impacts (the
-    /// champions' copies included), and its member bits and blocked lists counted as
-    /// if built (they are built after the term is cached).
+    /// What the term costs in memory, in bytes: the struct and its impacts (the
+    /// champions' copies included).
     fn bytes(&self) -> usize {
         let impacts = self.all.len() + self.champions.as_ref().map_or(0, |c| c.len());
-        // Six bytes an impact, and four a block, laid out for `Scorer::top_by`.
-        let blocks = self
-            .all
-            .last()
-            .map_or(0, |i| (i.doc >> BLOCK_SHIFT) as usize + 1);
-        let blocked = impacts * 6 + blocks * 4;
-        std::mem::size_of::<TermImpacts>()
-            + impacts * std::mem::size_of::<Impact>()
-            + blocked
-            + self.member_words().unwrap_or(0) * 8
-    }
-}
-
-/// A list of impacts laid out for adding up a block of `1 << shift` ordinals at a
-/// time (`Scorer::top_by`): each impact's ordinal less its block's first, in 16 bits,
-/// and its score, apart; and where each block's impacts begin.
-///
-/// Six bytes an impact instead of eight, and the loop that adds a block's impacts
-/// up neither looks for the block's end nor checks an index against the scores
-/// (an offset is always within a block of `1 << BLOCK_SHIFT`), so it runs unrolled:
-/// at 100,000 entries adding up impacts is most of a new diagnosis.
-#[derive(Debug, PartialEq)]
-struct Blocked {
-    offsets: Box<[u16]>,
-    scores: Box<[f32]>,
-    /// Block `b`'s impacts are `starts[b]..starts[b + 1]`.
-    starts: Box<[u32]>,
-}
-
-impl Blocked {
-    /// `list` (by ordinal) in blocks of `1 << shift` ordinals; `shift` at most 16.
-    fn new(list: &[Impact], shift: u32) -> Blocked {
-        debug_assert!(shift <= 16);
-        let blocks = list.last().map_or(0, |i| (i.doc >> shift) as usize + 1);
-        let mut starts = Vec::with_capacity(blocks + 1);
-        let mut offsets = Vec::with_capacity(list.len());
-        let mut scores = Vec::with_capacity(list.len());
-        for (i, impact) in list.iter().enumerate() {
-            while starts.len() <= (impact.doc >> shift) as usize {
-                starts.push(i as u32);
-            }
-            offsets.push((impact.doc & ((1 << shift) - 1)) as u16);
-            scores.push(impact.score);
-        }
-        starts.push(list.len() as u32);
-        Blocked {
-            offsets: offsets.into_boxed_slice(),
-            scores: scores.into_boxed_slice(),
-            starts: starts.into_boxed_slice(),
-        }
-    }
-
-    /// Block `block`'s impacts: (offsets, scores).
-    fn block(&self, block: usize) -> (&[u16], &[f32]) {
-        match (self.starts.get(block), self.starts.get(block + 1)) {
-            (Some(&start), Some(&end)) => {
-                let range = start as usize..end as usize;
-                (&self.offsets[range.clone()], &self.scores[range])
-            }
-            _ => (&[], &[]),
-        }
+        std::mem::size_of::<TermImpacts>() + impacts * std::mem::size_of::<Impact>()
     }
 }
 
@@ -539,27 +430,17 @@ impl std::ops::Deref for TermImpacts {
 /// Impacts by term, over the three analyzers; weighed by their length.
 type TermCache = quick_cache::sync::Cache<TermKey, Impacts, ImpactsWeight>;
 
-/// What a cached list holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Listed {
-    /// One analyzer's term: its impacts and champions.
-    Term(FieldKind),
-    /// A word and the identifier part spelled the same, weighed and added together
-    /// (see `Scorer::lists`): the lists of both that the scoring adds up.
-    Twins(Scoring),
-}
-
-/// A cached list: what it holds and the term's text.
+/// A cached list: the analyzer and the term's text.
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct TermKey {
-    kind: Listed,
+    kind: FieldKind,
     text: Box<str>,
 }
 
 /// A `TermKey` to look up without copying the text; hashes as the key does.
 #[derive(Hash)]
 struct TermRef<'a> {
-    kind: Listed,
+    kind: FieldKind,
     text: &'a str,
 }
 
@@ -692,11 +573,7 @@ impl Scorer {
 
     /// The term's score in each document that holds it, by ordinal.
     pub fn impacts(&self, kind: FieldKind, term: &str) -> Result<Impacts, SearchError> {
-        let listed = Listed::Term(kind);
-        if let Some(found) = self.cache.get(&TermRef {
-            kind: listed,
-            text: term,
-        }) {
+        if let Some(found) = self.cache.get(&TermRef { kind, text: term }) {
             return Ok(found);
         }
         let read = self.read_impacts(kind, term)?;
@@ -710,7 +587,7 @@ impl Scorer {
         // lookup per part. Its key is weighed like any other (see `ImpactsWeight`), so
         // the endless new words of queries cannot grow memory past the budget.
         let key = TermKey {
-            kind: listed,
+            kind,
             text: term.into(),
         };
         self.cache.insert(key, impacts.clone());
@@ -771,13 +648,12 @@ impl Scorer {
     }
 
     /// The plan's score for every document, by ordinal (0 where nothing matched), from
-    /// every impact or each term's champion list (see `Scoring`): the plain sum that
-    /// `top_by` is tested against.
-    #[cfg(test)]
+    /// every impact or each term's champion list (see `Scoring`).
     pub fn scores_by(&self, plan: &QueryPlan, scoring: Scoring) -> Result<Vec<f32>, SearchError> {
         let mut scores = vec![0.0f32; self.num_docs];
-        for (weight, impacts) in self.lists(plan, scoring) {
-            for impact in impacts.list(scoring) {
+        for term in &plan.terms {
+            let weight = term.weight;
+            for impact in term.impacts.list(scoring) {
                 scores[impact.doc as usize] += weight * impact.score;
             }
         }
@@ -788,14 +664,8 @@ impl Scorer {
     }
 
     /// The best `limit` documents for `plan` among those `keep` accepts (all of them
-    /// without it), as `top` of `scores_by` gives them, scores to the last bit.
-    ///
-    /// Added up a block of `BLOCK` documents at a time, from each list's `Blocked`
-    /// layout: a block's scores stay in the core's own cache, where the whole
-    /// array would not (at 100,000 entries the describing passages are 900,000 scores,
-    /// 3.6 MB, and each addition waited on memory). A document's scores are added in
-    /// the same order either way. `keep` must not rank: the block's scores are the
-    /// thread's own.
+    /// without it), best first: the plan's terms' lists (every impact, or each term's
+    /// champions; see `Scoring`) and its phrases added up by document.
     pub fn top_by(
         &self,
         plan: &QueryPlan,
@@ -803,73 +673,15 @@ impl Scorer {
         limit: usize,
         keep: Option<&dyn Fn(u32) -> bool>,
     ) -> Result<Vec<(u32, f32)>, SearchError> {
-        self.top_in_blocks(plan, scoring, limit, keep, BLOCK_SHIFT)
-    }
-
-    /// `top_by`, `1 << shift` documents at a time.
-    fn top_in_blocks(
-        &self,
-        plan: &QueryPlan,
-        scoring: Scoring,
-        limit: usize,
-        keep: Option<&dyn Fn(u32) -> bool>,
-        shift: u32,
-    ) -> Result<Vec<(u32, f32)>, SearchError> {
-        let lists = self.lists(plan, scoring);
-        // The cached layout, or (in tests of other block sizes) one made here.
-        let made: Vec<Blocked> = if shift == BLOCK_SHIFT {
-            Vec::new()
-        } else {
-            lists
-                .iter()
-                .map(|(_, impacts)| Blocked::new(impacts.list(scoring), shift))
-                .collect()
-        };
-        let lists: Vec<(f32, &Blocked)> = lists
-            .iter()
-            .enumerate()
-            .map(|(i, (weight, impacts))| {
-                (
-                    *weight,
-                    made.get(i).unwrap_or_else(|| impacts.blocked(scoring)),
-                )
-            })
-            .collect();
-        let phrases = self.phrase_scores(plan)?;
-        let mut phrases = phrases.as_slice();
-        let mut best = Best::new(limit);
-        let block = 1usize << shift;
-        SUMS.with_borrow_mut(|sums| {
-            let sums: &mut [f32; BLOCK] = sums;
-            for (number, first) in (0..self.num_docs).step_by(block).enumerate() {
-                let end = (first + block).min(self.num_docs);
-                // Zeroed before each block, not after: a ranking that panicked on this
-                // thread cannot leave its sums to the next.
-                sums[..end - first].fill(0.0);
-                for (weight, list) in &lists {
-                    let weight = *weight;
-                    let (offsets, scores) = list.block(number);
-                    for (&offset, &score) in offsets.iter().zip(scores) {
-                        sums[offset as usize] += weight * score;
-                    }
+        let mut scores = self.scores_by(plan, scoring)?;
+        if let Some(keep) = keep {
+            for (ordinal, score) in scores.iter_mut().enumerate() {
+                if *score > 0.0 && !keep(ordinal as u32) {
+                    *score = 0.0;
                 }
-                let scores = &mut sums[..end - first];
-                let here = phrases.partition_point(|&(ordinal, _)| (ordinal as usize) < end);
-                for &(ordinal, score) in &phrases[..here] {
-                    scores[ordinal as usize - first] += score;
-                }
-                phrases = &phrases[here..];
-                if let Some(keep) = keep {
-                    for (i, score) in scores.iter_mut().enumerate() {
-                        if *score > 0.0 && !keep((first + i) as u32) {
-                            *score = 0.0;
-                        }
-                    }
-                }
-                best.scan(first as u32, scores);
             }
-        });
-        Ok(best.into_sorted())
+        }
+        Ok(top(&scores, limit))
     }
 
     /// The score of each document the plan's phrases match, by ordinal: read segment by
@@ -894,78 +706,6 @@ impl Scorer {
             })?;
         }
         Ok(scores)
-    }
-
-    /// The lists to add up for `plan`'s terms, with their weights. Most words of a text
-    /// are also identifier parts spelled the same, held by much the same documents: the
-    /// two are one list of both weighed impacts added by document (built once and
-    /// cached), so that a document holding both is added to once. At 100,000 entries
-    /// that was a third of what a paste added up. Lists shorter than `TWIN_MIN` stay
-    /// apart: looking their sum up would cost more than it saves.
-    fn lists(&self, plan: &QueryPlan, scoring: Scoring) -> Vec<(f32, Impacts)> {
-        let long = |t: &PlannedTerm| t.impacts.list(scoring).len() >= TWIN_MIN;
-        // The plan's words come first, sorted as strings (see `QueryPlan::new`).
-        let words = plan
-            .terms
-            .iter()
-            .position(|t| t.kind != FieldKind::Words)
-            .unwrap_or(plan.terms.len());
-        debug_assert!(plan.terms[..words].is_sorted_by_key(|t| t.text));
-        // The identifier part spelled the same as each word, if any; and which parts
-        // are added with their word.
-        let mut twin: Vec<Option<usize>> = vec![None; words];
-        let mut paired = vec![false; plan.terms.len()];
-        for (i, ident) in plan.terms.iter().enumerate().skip(words) {
-            if ident.kind != FieldKind::Ident || !long(ident) {
-                continue;
-            }
-            let word = plan.terms[..words].binary_search_by_key(&ident.text, |t| t.text);
-            if let Ok(w) = word
-                && long(&plan.terms[w])
-            {
-                twin[w] = Some(i);
-                paired[i] = true;
-            }
-        }
-        let mut lists = Vec::with_capacity(plan.terms.len());
-        for (i, term) in plan.terms.iter().enumerate() {
-            match twin.get(i).copied().flatten() {
-                Some(ident) => {
-                    lists.push((1.0, self.twins(term, &plan.terms[ident], scoring)));
-                }
-                None if !paired[i] => lists.push((term.weight, term.impacts.clone())),
-                // Added with the word spelled the same.
-                None => {}
-            }
-        }
-        lists
-    }
-
-    /// `word`'s and `ident`'s impacts (the same text), each times its weight, added by
-    /// document: the lists of each that `scoring` adds up (so that the sum is what
-    /// adding up the two gives). Cached like a term.
-    fn twins(&self, word: &PlannedTerm, ident: &PlannedTerm, scoring: Scoring) -> Impacts {
-        let kind = Listed::Twins(scoring);
-        if let Some(found) = self.cache.get(&TermRef {
-            kind,
-            text: word.text,
-        }) {
-            return found;
-        }
-        let added = added(
-            word.impacts.list(scoring),
-            word.weight,
-            ident.impacts.list(scoring),
-            ident.weight,
-        );
-        // Built from the lists `scoring` adds up: its own champion list is all of it.
-        let impacts = Arc::new(TermImpacts::new(added, usize::MAX));
-        let key = TermKey {
-            kind,
-            text: word.text.into(),
-        };
-        self.cache.insert(key, impacts.clone());
-        impacts
     }
 
     /// The plan's phrases as one tantivy query: each phrase scores by its best part.
@@ -1044,25 +784,6 @@ fn by_ordinal<A, B>(
     b[j..].iter().for_each(|y| each(None, Some(y)));
 }
 
-/// `a` times `weight_a` and `b` times `weight_b`, added by document; both by ordinal,
-/// and so is the result.
-fn added(a: &[Impact], weight_a: f32, b: &[Impact], weight_b: f32) -> Vec<Impact> {
-    let mut out = Vec::with_capacity(a.len().max(b.len()));
-    by_ordinal(
-        a,
-        b,
-        |x| x.doc,
-        |y| y.doc,
-        |x, y| {
-            let doc = x.or(y).map_or(0, |i| i.doc);
-            let score =
-                x.map_or(0.0, |x| weight_a * x.score) + y.map_or(0.0, |y| weight_b * y.score);
-            out.push(Impact { doc, score });
-        },
-    );
-    out
-}
-
 /// `found` (ordinal, max, sum) with one more part's (ordinal, score) added; both by
 /// ordinal, and so is the result.
 fn merge_part(found: Vec<(u32, f32, f32)>, part: &[(u32, f32)]) -> Vec<(u32, f32, f32)> {
@@ -1091,131 +812,21 @@ fn merge_part(found: Vec<(u32, f32, f32)>, part: &[(u32, f32)]) -> Vec<(u32, f32
 
 /// Ordinals with a positive score, best first (ties: lower ordinal first), at most
 /// `limit` of them.
-#[cfg(test)]
 pub fn top(scores: &[f32], limit: usize) -> Vec<(u32, f32)> {
-    let mut best = Best::new(limit);
-    best.scan(0, scores);
-    best.into_sorted()
-}
-
-/// The best `limit` positive scores of those scanned so far, ordinals ascending.
-///
-/// One pass that keeps the best `limit` so far: at 100,000 entries (or 900,000
-/// passages) a common word gives most documents a score, and collecting them all to
-/// select from was a sixth of a search.
-struct Best {
-    limit: usize,
-    /// Worst kept on top of the heap.
-    kept: BinaryHeap<Reverse<u64>>,
-    /// The score to beat once `limit` are kept; ordinals come in ascending order, so a
-    /// later tie with the worst kept is worse than it.
-    bar: f32,
-}
-
-impl Best {
-    fn new(limit: usize) -> Best {
-        Best {
-            limit,
-            kept: BinaryHeap::with_capacity(limit.min(1 << 16) + 1),
-            bar: 0.0,
-        }
+    if limit == 0 {
+        return Vec::new();
     }
-
-    /// Scans `scores`, the scores of ordinals `first..`: after every lower ordinal.
-    fn scan(&mut self, first: u32, scores: &[f32]) {
-        if self.limit == 0 {
-            return;
-        }
-        for (chunk_index, chunk) in scores.chunks(CHUNK).enumerate() {
-            // Most chunks hold nothing above the bar once it is set: their maximum rules
-            // them out at once.
-            if maximum(chunk) <= self.bar {
-                continue;
-            }
-            for (i, &score) in chunk.iter().enumerate() {
-                if score.partial_cmp(&self.bar) != Some(std::cmp::Ordering::Greater) {
-                    continue;
-                }
-                let ordinal = first + (chunk_index * CHUNK + i) as u32;
-                let key = Reverse(rank_key(score, ordinal));
-                if self.kept.len() < self.limit {
-                    self.kept.push(key);
-                } else if let Some(mut worst) = self.kept.peek_mut() {
-                    // Above the bar, so better than the worst kept, which it replaces.
-                    *worst = key;
-                }
-                if self.kept.len() == self.limit {
-                    self.bar = self
-                        .kept
-                        .peek()
-                        .map_or(self.bar, |worst| f32::from_bits((worst.0 >> 32) as u32));
-                }
-            }
-        }
+    let better = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    let mut found: Vec<(u32, f32)> = (scores.iter().enumerate())
+        .filter(|(_, score)| **score > 0.0)
+        .map(|(ordinal, &score)| (ordinal as u32, score))
+        .collect();
+    if found.len() > limit {
+        found.select_nth_unstable_by(limit - 1, better);
+        found.truncate(limit);
     }
-
-    /// The kept scores, best first.
-    fn into_sorted(self) -> Vec<(u32, f32)> {
-        // Ascending by `Reverse` is best first.
-        self.kept
-            .into_sorted_vec()
-            .into_iter()
-            .map(|Reverse(key)| (u32::MAX - key as u32, f32::from_bits((key >> 32) as u32)))
-            .collect()
-    }
-}
-
-/// The greatest of `scores` and 0; a NaN counts as 0 (`Best::scan` keeps neither).
-/// Taken in eight lanes at once, which compile to SIMD maxima: at 100,000 entries a
-/// diagnosis scans 900,000 scores for the few above the bar.
-fn maximum(scores: &[f32]) -> f32 {
-    let larger = |a: f32, b: f32| if b > a { b } else { a };
-    let (lanes, rest) = scores.as_chunks::<8>();
-    let mut max = [0.0f32; 8];
-    for lane in lanes {
-        for (max, &score) in max.iter_mut().zip(lane) {
-            *max = larger(*max, score);
-        }
-    }
-    max.into_iter()
-        .chain(rest.iter().copied())
-        .fold(0.0, larger)
-}
-
-/// A positive score and its ordinal as one integer that is greater for the better of
-/// two: the higher score, or of equal scores the lower ordinal. (A positive float's
-/// bits, read as an integer, order as the float does.)
-fn rank_key(score: f32, ordinal: u32) -> u64 {
-    debug_assert!(score > 0.0);
-    (u64::from(score.to_bits()) << 32) | u64::from(u32::MAX - ordinal)
-}
-
-/// The shortest lists of a word and of its identifier part that are added up as one
-/// (see `Scorer::lists`).
-const TWIN_MIN: usize = 64;
-
-/// The fewest impacts of a term that `TermImpacts::holds` answers from bits: a binary
-/// search through fewer takes a few steps.
-const MEMBERS_MIN: usize = 1024;
-/// A term's member bits are kept when it is held by at least one document in this many
-/// up to its last (the bits then take at most half the memory of its impacts).
-const MEMBERS_DENSITY: usize = 32;
-
-/// Scores `Best::scan` rules out at once when none is above the bar.
-const CHUNK: usize = 64;
-
-/// Documents `Scorer::top_by` adds up at a time (`BLOCK`, a power of two): 256 KB of
-/// scores, half of a core's second-level cache on the machine measured. At most 16,
-/// so that an ordinal within a block fits a `u16` (see `Blocked`).
-const BLOCK_SHIFT: u32 = 16;
-const BLOCK: usize = 1 << BLOCK_SHIFT;
-
-thread_local! {
-    /// A block's scores for `Scorer::top_by`. One per thread, so that a ranking does
-    /// not allocate them; a fixed size, so that an offset from a `u16` needs no test
-    /// against it.
-    static SUMS: std::cell::RefCell<Box<[f32; BLOCK]>> =
-        std::cell::RefCell::new(vec![0.0; BLOCK].into_boxed_slice().try_into().expect("BLOCK scores"));
+    found.sort_by(better);
+    found
 }
 
 #[cfg(test)]
@@ -1370,11 +981,10 @@ mod tests {
             all.as_slice(),
             "a short list is its own champions"
         );
-        // Five impacts of 8 bytes, then laid out in one block for adding up (6 bytes an
-        // impact, 4 a block; see `Blocked`).
+        // Five impacts of 8 bytes.
         assert_eq!(
             few.bytes(),
-            std::mem::size_of::<TermImpacts>() + 5 * 8 + 5 * 6 + 4,
+            std::mem::size_of::<TermImpacts>() + 5 * 8,
             "and is not held twice"
         );
         assert!(TermImpacts::new(all, 0).champions().is_empty());
@@ -1416,7 +1026,7 @@ mod tests {
     #[test]
     fn a_scorer_of_champions_only_ranks_as_the_champion_lists_do() {
         // "rank" is in every document and "watchdog" in several; lists of two.
-        let docs: Vec<(String, String)> = (0..TWIN_MIN + 16)
+        let docs: Vec<(String, String)> = (0..80)
             .map(|i| {
                 let body = match i % 4 {
                     0 => "rank watchdog timeout",
@@ -1458,56 +1068,6 @@ mod tests {
     }
 
     #[test]
-    fn a_word_and_its_identifier_part_add_up_as_one_list() {
-        // "rank" and "watchdog" are in more documents than `TWIN_MIN`, "failed" in one.
-        let docs: Vec<(String, String)> = (0..TWIN_MIN + 16)
-            .map(|i| match i % 3 {
-                0 => ("rank ".repeat(1 + i % 4), "watchdog rank".to_string()),
-                1 => ("watchdog".to_string(), format!("rank {i} watchdog")),
-                _ => (
-                    "other".to_string(),
-                    "rank of a tensor, watchdog".to_string(),
-                ),
-            })
-            .chain([("rank".to_string(), "failed in process_group".to_string())])
-            .collect();
-        let docs: Vec<(&str, &str)> = docs.iter().map(|(t, b)| (t.as_str(), b.as_str())).collect();
-        let (index, scorer) = titled_index(&docs);
-        let scorer = scorer.with_champions(TWIN_MIN + 8);
-        let analysed = Analysed::new(&index, "watchdog rank failed process_group");
-        let plan = scorer.plan(&analysed).unwrap().unwrap();
-        for scoring in [Scoring::Exact, Scoring::Champions] {
-            // Each term's list on its own.
-            let mut each = vec![0.0f32; scorer.num_docs()];
-            for term in &plan.terms {
-                let list = term.impacts.list(scoring);
-                for i in list {
-                    each[i.doc as usize] += term.weight * i.score;
-                }
-            }
-            let lists = scorer.lists(&plan, scoring);
-            let mut summed = vec![0.0f32; scorer.num_docs()];
-            for (weight, impacts) in &lists {
-                let list = impacts.list(scoring);
-                for i in list {
-                    summed[i.doc as usize] += weight * i.score;
-                }
-            }
-            for (a, b) in each.iter().zip(&summed) {
-                assert!((a - b).abs() <= 1e-5 * a.max(*b), "{each:?} {summed:?}");
-            }
-            // "rank" and "watchdog" are words and identifier parts: one list each; the
-            // short lists of "failed" stay apart.
-            assert_eq!(lists.len(), plan.terms.len() - 2, "{:?}", plan.terms);
-            assert!(
-                plan.terms
-                    .iter()
-                    .any(|t| t.text == "fail" && t.kind == FieldKind::Ident)
-            );
-        }
-    }
-
-    #[test]
     fn distinct_terms_are_each_first_place_in_term_order() {
         let mut terms = Terms::default();
         for (p, t) in ["rank", "timeout", "rank", "nccl", "timeout", "abort"]
@@ -1541,10 +1101,10 @@ mod tests {
     }
 
     #[test]
-    fn top_keeps_the_best_positive_scores_over_chunks_whatever_else_they_hold() {
-        // Over several chunks: ties (the lower ordinal wins), zeros, and values that are
-        // no score (negative, NaN, infinite), which a chunk's maximum must not hide.
-        let mut scores = vec![0.0f32; 5 * CHUNK + 7];
+    fn top_keeps_the_best_positive_scores_whatever_else_they_hold() {
+        // Ties (the lower ordinal wins), zeros, and values that are no score (negative,
+        // NaN) among them.
+        let mut scores = vec![0.0f32; 5 * 64 + 7];
         for (i, s) in scores.iter_mut().enumerate() {
             *s = match i % 7 {
                 0 => 0.0,
@@ -1554,10 +1114,10 @@ mod tests {
                 _ => (i % 5) as f32 + 0.25,
             };
         }
-        scores[CHUNK + 3] = f32::NAN;
-        scores[2 * CHUNK] = -0.0;
-        scores[3 * CHUNK + 1] = 100.0;
-        scores[4 * CHUNK + 9] = f32::INFINITY;
+        scores[64 + 3] = f32::NAN;
+        scores[2 * 64] = -0.0;
+        scores[3 * 64 + 1] = 100.0;
+        scores[4 * 64 + 9] = f32::INFINITY;
         let mut expected: Vec<(u32, f32)> = (0u32..)
             .zip(scores.iter().copied())
             .filter(|(_, s)| *s > 0.0)
@@ -1570,118 +1130,7 @@ mod tests {
     }
 
     #[test]
-    fn top_by_blocks_is_the_head_of_the_plain_sum() {
-        let docs = [
-            ("rank rank rank", "rank failed with a watchdog timeout"),
-            ("watchdog", "rank"),
-            ("rank", "watchdog rank timeout"),
-            ("other", "rank of a tensor among many other words here"),
-            (
-                "nccl watchdog caught collective operation timeout",
-                "rank 3",
-            ),
-            ("timeout", "the watchdog timeout rank"),
-            ("unrelated", "nothing to see"),
-        ];
-        let (index, scorer) = titled_index(&docs);
-        let (_, champions) = titled_index(&docs);
-        let champions = champions.with_champions(2);
-        // Single terms, and a phrase (a short query's words in order).
-        for query in ["rank watchdog timeout failed", "watchdog timeout"] {
-            let analysed = Analysed::new(&index, query);
-            for (scorer, scoring) in [(&scorer, Scoring::Exact), (&champions, Scoring::Champions)] {
-                let plan = scorer.plan(&analysed).unwrap().unwrap();
-                let scores = scorer.scores_by(&plan, scoring).unwrap();
-                let even = |ordinal: u32| ordinal.is_multiple_of(2);
-                let mut kept = scores.clone();
-                for (ordinal, score) in kept.iter_mut().enumerate() {
-                    if !even(ordinal as u32) {
-                        *score = 0.0;
-                    }
-                }
-                for limit in [1, 3, 10] {
-                    let expected = top(&scores, limit);
-                    assert!(!expected.is_empty());
-                    for shift in [0, 1, 2, 3, BLOCK_SHIFT] {
-                        let got = scorer
-                            .top_in_blocks(&plan, scoring, limit, None, shift)
-                            .unwrap();
-                        assert_eq!(got, expected, "{query:?} {scoring:?} {limit} {shift}");
-                        let got = scorer
-                            .top_in_blocks(&plan, scoring, limit, Some(&even), shift)
-                            .unwrap();
-                        assert_eq!(got, top(&kept, limit), "{query:?} kept {shift}");
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn a_ranking_is_not_swayed_by_what_an_earlier_one_left_in_the_threads_scores() {
-        let (index, scorer) = titled_index(&[
-            ("watchdog timeout", "rank 3"),
-            ("other", "nothing here"),
-            ("timeout", "a rank"),
-        ]);
-        let analysed = Analysed::new(&index, "watchdog timeout rank");
-        let plan = scorer.plan(&analysed).unwrap().unwrap();
-        let expected = scorer.top_by(&plan, Scoring::Exact, 10, None).unwrap();
-        // As a ranking that panicked halfway would leave them.
-        SUMS.with_borrow_mut(|sums| sums.fill(7.0));
-        let got = scorer.top_by(&plan, Scoring::Exact, 10, None).unwrap();
-        assert_eq!(got, expected);
-        assert_eq!(
-            got.len(),
-            2,
-            "the passage that shares no word scores nothing"
-        );
-    }
-
-    #[test]
-    fn a_maximum_over_lanes_is_the_largest_score_or_zero() {
-        assert_eq!(maximum(&[]), 0.0);
-        assert_eq!(maximum(&[-1.0, f32::NAN]), 0.0, "neither raises it");
-        // In a full lane, past it (the rest), and beside a NaN.
-        let mut scores = vec![1.0f32; 19];
-        scores[3] = f32::NAN;
-        for at in [0, 7, 8, 18] {
-            let mut scores = scores.clone();
-            scores[at] = 5.0;
-            assert_eq!(maximum(&scores), 5.0, "{at}");
-        }
-    }
-
-    #[test]
-    fn a_blocked_list_gives_each_block_its_impacts_by_offset() {
-        let impact = |doc, score| Impact { doc, score };
-        let list = [
-            impact(1, 1.0),
-            impact(3, 2.0),
-            impact(12, 3.0),
-            impact(13, 4.0),
-        ];
-        // Blocks of four ordinals; the second and third hold none.
-        let blocked = Blocked::new(&list, 2);
-        let none: (&[u16], &[f32]) = (&[], &[]);
-        assert_eq!(blocked.block(0), (&[1u16, 3][..], &[1.0f32, 2.0][..]));
-        assert_eq!(blocked.block(1), none);
-        assert_eq!(blocked.block(2), none);
-        assert_eq!(blocked.block(3), (&[0u16, 1][..], &[3.0f32, 4.0][..]));
-        assert_eq!(blocked.block(4), none, "past the last ordinal");
-        assert_eq!(Blocked::new(&[], 16).block(0), none);
-        // Ordinals past the first block of 1 << 16, as at 100,000 entries.
-        let far = Blocked::new(&[impact(70_000, 5.0)], BLOCK_SHIFT);
-        assert_eq!(far.block(0), none);
-        assert_eq!(
-            far.block(1),
-            (&[(70_000 - BLOCK) as u16][..], &[5.0f32][..])
-        );
-    }
-
-    #[test]
-    fn a_term_holds_the_documents_of_its_impacts_whether_by_bits_or_search() {
-        // Dense enough for bits (every third ordinal), and sparse (every 100th).
+    fn a_term_holds_the_documents_of_its_impacts() {
         for step in [3u32, 100] {
             let all: Vec<Impact> = (0..4000u32)
                 .map(|i| Impact {
@@ -1690,7 +1139,6 @@ mod tests {
                 })
                 .collect();
             let impacts = TermImpacts::new(all, CHAMPIONS);
-            assert_eq!(impacts.member_words().is_some(), step == 3, "step {step}");
             let last = 7 + 3999 * step;
             for ordinal in (0..last + 200).chain([u32::MAX]) {
                 let held = ordinal >= 7 && (ordinal - 7) % step == 0 && ordinal <= last;

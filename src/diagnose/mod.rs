@@ -110,7 +110,7 @@ impl Diagnoser {
     }
 
     /// The answer for a paste seen recently, if it is still remembered.
-    pub fn cached(&self, text: &str, limit: usize) -> Option<Diagnosis> {
+    fn cached(&self, text: &str, limit: usize) -> Option<Diagnosis> {
         let asked = AskedRef { text, limit };
         self.answers.get(&asked).map(|d| d.as_ref().clone())
     }
@@ -124,7 +124,7 @@ impl Diagnoser {
     }
 
     /// Diagnoses pasted text that `cached` did not answer, and remembers the answer.
-    pub fn diagnose_new(&self, text: &str, limit: usize) -> Result<Diagnosis, SearchError> {
+    fn diagnose_new(&self, text: &str, limit: usize) -> Result<Diagnosis, SearchError> {
         let d = self.diagnose(&Paste::from_text(text), limit)?;
         if text.len() <= LARGEST_CACHED {
             let key = Asked {

@@ -479,16 +479,6 @@ pub struct Health {
     pub watch_error: Option<String>,
     /// Times a failed watch was set up again.
     pub watch_restarts: u64,
-    /// The CPU time recent new diagnoses took on average, in milliseconds (answers from
-    /// the cache of recent pastes do not count).
-    pub diagnosis_ms: f64,
-    /// Whether new diagnoses now take turns on the diagnosis threads (they do once they
-    /// take a millisecond or more) rather than running on the request's own thread.
-    pub diagnoses_queued: bool,
-    /// New diagnoses waiting for a diagnosis thread.
-    pub diagnoses_waiting: usize,
-    /// New diagnoses the diagnosis threads have made since the server started.
-    pub diagnoses_on_threads: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -535,10 +525,6 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
             _ => None,
         },
         watch_restarts: reloads.watch_restarts,
-        diagnosis_ms: served.diagnosis_cost.mean().as_secs_f64() * 1e3,
-        diagnoses_queued: served.diagnosis_cost.queues(0),
-        diagnoses_waiting: state.diagnoses.waiting(),
-        diagnoses_on_threads: state.diagnoses.finished(),
     })
 }
 

@@ -25,7 +25,7 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
 
-use super::AppState;
+use super::{AppState, off_the_runtime};
 use crate::diagnose::{Confidence, Exception, Verdict};
 use crate::kb::Entry;
 use crate::search::{SearchError, SearchQuery};
@@ -82,19 +82,13 @@ pub async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Byt
     match Message::parse(String::from_utf8_lossy(&body).as_bytes()) {
         Err(error) => reject(error),
         Ok(Message::Request { id, method, params }) => {
-            // A costly diagnosis takes its turn on the diagnosis threads, as the API's does.
-            let queued = method == "tools/call"
-                && calls_tool(params.as_ref(), "diagnose")
-                && state.served().diagnosis_cost.queues(body.len());
-            let answered = if queued {
+            // A large paste is diagnosed on a blocking thread, as the API's is.
+            let dispatched = {
                 let state = state.clone();
-                (state.diagnoses.clone())
-                    .run(move || dispatch(&state, &method, params))
-                    .await
-                    .unwrap_or_else(|error| Err(RpcError::new(INTERNAL_ERROR, error.to_string())))
-            } else {
-                dispatch(&state, &method, params)
+                off_the_runtime(body.len(), move || dispatch(&state, &method, params)).await
             };
+            let answered = dispatched
+                .unwrap_or_else(|error| Err(RpcError::new(INTERNAL_ERROR, error.to_string())));
             let outcome = match answered {
                 Ok(result) => Outcome::Result(result),
                 Err(error) => Outcome::Error(error),
@@ -107,11 +101,6 @@ pub async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Byt
         }
         Ok(Message::Response) => StatusCode::ACCEPTED.into_response(),
     }
-}
-
-/// Whether `tools/call` parameters name the tool `name`.
-fn calls_tool(params: Option<&Value>, name: &str) -> bool {
-    params.and_then(|p| p.get("name")).and_then(Value::as_str) == Some(name)
 }
 
 /// An absent `MCP-Protocol-Version` header is accepted (the spec says to assume the
@@ -757,7 +746,7 @@ fn diagnose(state: &AppState, args: Value) -> Result<Value, ToolError> {
         DIAGNOSE_MAX_LIMIT,
         DIAGNOSE_USAGE,
     )?;
-    let d = served.diagnose(text, limit)?;
+    let d = served.diagnoser.diagnose_text(text, limit)?;
     let kb = served.index.kb();
     fit(|clip| DiagnoseOutput {
         verdict: d.verdict,

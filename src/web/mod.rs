@@ -8,7 +8,6 @@ mod i18n;
 mod llms;
 mod mcp;
 mod pages;
-mod queue;
 pub mod server;
 mod share;
 mod upload;
@@ -33,7 +32,6 @@ use crate::kb::Entry;
 use crate::search::SearchIndex;
 
 pub use error::AppError;
-pub use queue::{RecentCost, WorkQueue, thread_cpu_time};
 
 /// Largest request body accepted (a paste of a long log fits).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -102,8 +100,6 @@ pub struct Served {
     /// Each entry's texts as JSON, by position in the knowledge base, written the first
     /// time an answer holds the entry.
     entry_json: Box<[OnceLock<api::EntryJson>]>,
-    /// The CPU time this knowledge base's recent new diagnoses took.
-    pub diagnosis_cost: RecentCost,
 }
 
 impl Served {
@@ -113,34 +109,7 @@ impl Served {
             diagnoser: Arc::new(Diagnoser::new(index.clone())),
             entry_json: (0..index.kb().len()).map(|_| OnceLock::new()).collect(),
             index,
-            diagnosis_cost: RecentCost::default(),
         }
-    }
-
-    /// Diagnoses `text`, from the cache of recent answers when it can; a new
-    /// diagnosis's CPU time counts towards `diagnosis_cost`.
-    pub fn diagnose(
-        &self,
-        text: &str,
-        limit: usize,
-    ) -> Result<crate::diagnose::Diagnosis, crate::search::SearchError> {
-        match self.diagnoser.cached(text, limit) {
-            Some(d) => Ok(d),
-            None => self.diagnose_new(text, limit),
-        }
-    }
-
-    /// Diagnoses `text` that the cache of recent answers did not hold; its CPU time
-    /// counts towards `diagnosis_cost`.
-    fn diagnose_new(
-        &self,
-        text: &str,
-        limit: usize,
-    ) -> Result<crate::diagnose::Diagnosis, crate::search::SearchError> {
-        let started = queue::thread_cpu_time();
-        let d = self.diagnoser.diagnose_new(text, limit)?;
-        (self.diagnosis_cost).record(queue::thread_cpu_time().saturating_sub(started));
-        Ok(d)
     }
 
     /// The entry with `slug`, its position and its texts as JSON.
@@ -159,8 +128,6 @@ pub struct AppState {
     served: Arc<ArcSwap<Served>>,
     reloads: Arc<Mutex<ReloadStatus>>,
     pub limits: Limits,
-    /// The diagnosis threads: new pastes are diagnosed there, in the order they came.
-    pub diagnoses: WorkQueue,
     /// Where users reach this server (`https://errbook.example.com`), without a
     /// trailing slash; `None` when unknown, and then URLs are relative.
     pub public_url: Option<Arc<str>>,
@@ -175,34 +142,24 @@ impl AppState {
             served: Arc::new(ArcSwap::from_pointee(Served::new(index))),
             reloads: Arc::default(),
             limits: Limits::default(),
-            diagnoses: WorkQueue::new(std::thread::available_parallelism().map_or(2, |n| n.get())),
             public_url: None,
             allowed_origins: Arc::new([]),
         }
     }
 
-    /// Diagnoses `text` against `served` (the knowledge base the request took): a
-    /// paste answered recently, or a cheap one, at once; any other in its turn on the
-    /// diagnosis threads (see `RecentCost::queues`).
+    /// Diagnoses `text` against `served` (the knowledge base the request took): from
+    /// the cache of recent answers, or anew, a large paste on a blocking thread (see
+    /// [`off_the_runtime`]).
     pub async fn diagnose(
         &self,
         served: &Arc<Served>,
         text: Arc<str>,
         limit: usize,
     ) -> Result<crate::diagnose::Diagnosis, AppError> {
-        if let Some(d) = served.diagnoser.cached(&text, limit) {
-            return Ok(d);
-        }
-        if !served.diagnosis_cost.queues(text.len()) {
-            return Ok(served.diagnose_new(&text, limit)?);
-        }
-        // Asked again in its turn: the same paste may have been answered meanwhile.
         let served = served.clone();
-        let d = self
-            .diagnoses
-            .run(move || served.diagnose(&text, limit))
-            .await??;
-        Ok(d)
+        let len = text.len();
+        let d = off_the_runtime(len, move || served.diagnoser.diagnose_text(&text, limit)).await?;
+        Ok(d?)
     }
 
     /// The knowledge base now served. Take it once per request, so one answer never
@@ -304,6 +261,24 @@ impl AppState {
     pub fn entry_url(&self, slug: &str) -> String {
         self.url(&format!("/entries/{slug}"))
     }
+}
+
+/// Pastes at least this large are diagnosed on a blocking thread: their diagnosis can
+/// take milliseconds, which would hold up every other connection of an async worker.
+pub const LARGE_PASTE: usize = 128 << 10;
+
+/// `work` (about a paste of `len` bytes) run at once, or on a blocking thread when the
+/// paste is large (see [`LARGE_PASTE`]).
+pub async fn off_the_runtime<T: Send + 'static>(
+    len: usize,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, AppError> {
+    if len < LARGE_PASTE {
+        return Ok(work());
+    }
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| AppError::Internal(format!("the diagnosis failed: {err}")))
 }
 
 /// The `scheme://host[:port]` part of a URL.

@@ -24,10 +24,11 @@ use tantivy::{
 use crate::kb::{Entry, Kb};
 use analysis::Segmenter;
 use phrases::{Passages, PhraseIndex};
+use schema::FieldKind;
 use schema::{ENTRY, Fields, Part};
 pub use scoring::Analysed;
 pub use scoring::MAX_QUERY_TERMS;
-use scoring::{FieldKind, Impacts, QueryPlan, Scorer, Scoring};
+use scoring::{Impacts, QueryPlan, Scorer, Scoring};
 use snippet::Highlighter;
 pub use store::IndexStore;
 

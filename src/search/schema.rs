@@ -7,7 +7,24 @@
 use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 
 use super::analysis;
-use super::scoring::FieldKind;
+
+/// Which analyzer a term came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FieldKind {
+    Words = 0,
+    Ident = 1,
+    Gram = 2,
+}
+
+impl FieldKind {
+    pub fn field(self, fields: &PartFields) -> Field {
+        match self {
+            FieldKind::Words => fields.words,
+            FieldKind::Ident => fields.ident,
+            FieldKind::Gram => fields.gram,
+        }
+    }
+}
 
 /// The parts of an entry that are searched, each with its weight in ranking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

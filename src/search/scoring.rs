@@ -27,7 +27,7 @@ use tantivy::{DocSet, Index, Searcher, SegmentReader, TERMINATED, Term};
 
 use super::SearchError;
 use super::analysis;
-use super::schema::PartFields;
+use super::schema::{FieldKind, PartFields};
 
 /// Only the first this-many words of a query are used: enough for a question or the
 /// error messages of a log, and it bounds the cost of a query built from a paste.
@@ -65,24 +65,6 @@ pub enum Scoring {
     /// ranking a long paste. Documents that score only by many such shares can rank
     /// lower than they should.
     Champions,
-}
-
-/// Which analyzer a term came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FieldKind {
-    Words = 0,
-    Ident = 1,
-    Gram = 2,
-}
-
-impl FieldKind {
-    pub fn field(self, fields: &PartFields) -> Field {
-        match self {
-            FieldKind::Words => fields.words,
-            FieldKind::Ident => fields.ident,
-            FieldKind::Gram => fields.gram,
-        }
-    }
 }
 
 /// Terms with their positions in the text, as analyzers produce them.

@@ -2,16 +2,12 @@
 //! `application/problem+json` (RFC 9457) for the API. Internal details are logged, not shown.
 
 use axum::Json;
-use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::Limits;
-use super::i18n::Lang;
-use super::pages::ErrorPage;
 use crate::search::SearchError;
 
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +69,7 @@ impl AppError {
     }
 
     /// What the user may read: the message for client errors, a generic line for ours.
-    fn public_detail(&self) -> String {
+    pub(super) fn public_detail(&self) -> String {
         if let AppError::Unavailable(detail) = self {
             detail.clone()
         } else if self.status().is_server_error() {
@@ -86,7 +82,7 @@ impl AppError {
 }
 
 /// Portal pages render errors as HTML, in the reader's language, which only
-/// [`error_bodies`] knows: here the response carries the message, and the middleware
+/// `error_bodies` knows: here the response carries the message, and the middleware
 /// renders the page once. (Outside `app()`, the message is the plain-text body.)
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
@@ -99,21 +95,7 @@ impl IntoResponse for AppError {
 
 /// The message of an HTML error page still to be rendered.
 #[derive(Clone)]
-struct PageError(String);
-
-/// `response` with its body replaced by the error page for `detail`; status and
-/// headers (`Allow`, `Vary`) kept.
-fn page_error(lang: Lang, response: Response, detail: String) -> Response {
-    let (mut parts, _) = response.into_parts();
-    let html = ErrorPage::new(lang, parts.status, detail).render_or_plain();
-    // The old body's length no longer holds.
-    parts.headers.remove(header::CONTENT_LENGTH);
-    parts.headers.insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    Response::from_parts(parts, Body::from(html))
-}
+pub(super) struct PageError(pub(super) String);
 
 /// An error from a `/api/v1` route, rendered as problem+json.
 #[derive(Debug)]
@@ -145,7 +127,7 @@ impl IntoResponse for ApiError {
 }
 
 /// A problem+json response.
-fn problem(status: StatusCode, detail: String) -> Response {
+pub(super) fn problem(status: StatusCode, detail: String) -> Response {
     let problem = Problem {
         kind: "about:blank",
         title: status.canonical_reason().unwrap_or("Error").to_string(),
@@ -158,75 +140,6 @@ fn problem(status: StatusCode, detail: String) -> Response {
         header::HeaderValue::from_static("application/problem+json"),
     );
     response
-}
-
-/// Gives errbook's error format to error responses that carry no body of ours: axum's
-/// 405 for a wrong method, the body limit's 413, a 415 or 400 from an extractor.
-/// Under `/api/` and at `/mcp` they become problem+json, elsewhere an HTML page.
-/// Responses that already have a typed body (ours, JSON-RPC) pass untouched.
-pub async fn error_bodies(State(limits): State<Limits>, request: Request, next: Next) -> Response {
-    let path = request.uri().path();
-    let api = path.starts_with("/api/") || path == "/mcp";
-    let method = request.method().clone();
-    // Only pages speak the reader's language; API errors are problem documents.
-    let lang = if api {
-        Lang::En
-    } else {
-        Lang::of_request(request.headers())
-    };
-    let response = next.run(request).await;
-    let status = response.status();
-    if let Some(PageError(detail)) = response.extensions().get::<PageError>().cloned() {
-        if api {
-            // A limit that refused the request before any API handler saw it.
-            let mut out = problem(status, detail);
-            if let Some(allow) = response.headers().get(header::ALLOW) {
-                out.headers_mut().insert(header::ALLOW, allow.clone());
-            }
-            return out;
-        }
-        return page_error(lang, response, detail);
-    }
-    let typed = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| !t.starts_with("text/plain"));
-    if typed || !(status.is_client_error() || status.is_server_error()) {
-        return response;
-    }
-    let allow = response.headers().get(header::ALLOW).cloned();
-    let error = match status {
-        StatusCode::METHOD_NOT_ALLOWED => AppError::MethodNotAllowed(format!(
-            "{method} is not accepted here{}",
-            allow
-                .as_ref()
-                .and_then(|a| a.to_str().ok())
-                .map(|a| format!("; use {a}"))
-                .unwrap_or_default()
-        )),
-        StatusCode::PAYLOAD_TOO_LARGE => AppError::body_too_large(),
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => {
-            AppError::UnsupportedMediaType("send the body as application/json".into())
-        }
-        StatusCode::NOT_FOUND => AppError::NotFound("nothing at this address".into()),
-        StatusCode::SERVICE_UNAVAILABLE => AppError::Unavailable(format!(
-            "no answer within {} s: errbook is busy, or the request was sent too slowly; \
-             try again",
-            limits.request_timeout.as_secs_f32()
-        )),
-        StatusCode::BAD_REQUEST => AppError::BadRequest("the request is malformed".into()),
-        _ => return response,
-    };
-    let mut out = if api {
-        ApiError(error).into_response()
-    } else {
-        page_error(lang, error.status().into_response(), error.public_detail())
-    };
-    if let Some(allow) = allow {
-        out.headers_mut().insert(header::ALLOW, allow);
-    }
-    out
 }
 
 /// Longest request target (path and query) accepted. A share link carries its paste

@@ -4,6 +4,7 @@
 mod api;
 mod assets;
 mod error;
+mod error_bodies;
 mod i18n;
 mod llms;
 mod mcp;
@@ -343,7 +344,10 @@ pub fn app(state: AppState) -> Router {
             limits.request_timeout,
         ))
         .layer(middleware::from_fn(error::head_limits))
-        .layer(middleware::from_fn_with_state(limits, error::error_bodies))
+        .layer(middleware::from_fn_with_state(
+            limits,
+            error_bodies::error_bodies,
+        ))
         .layer(middleware::map_response(security_headers))
         .layer(CompressionLayer::new())
         .layer(TraceLayer::new_for_http())

@@ -12,7 +12,8 @@
 //! milliseconds while the scoring itself costs microseconds. The cached impacts make
 //! that setup a hash lookup per term, and the scores come out the same.
 
-use std::collections::BTreeSet;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
@@ -630,7 +631,9 @@ impl Scorer {
     }
 
     /// The plan's score for every document, by ordinal (0 where nothing matched), from
-    /// every impact or each term's champion list (see `Scoring`).
+    /// every impact or each term's champion list (see `Scoring`): the plain sum that
+    /// `top_by` is tested against.
+    #[cfg(test)]
     pub fn scores_by(&self, plan: &QueryPlan, scoring: Scoring) -> Result<Vec<f32>, SearchError> {
         let mut scores = vec![0.0f32; self.num_docs];
         for term in &plan.terms {
@@ -647,7 +650,11 @@ impl Scorer {
 
     /// The best `limit` documents for `plan` among those `keep` accepts (all of them
     /// without it), best first: the plan's terms' lists (every impact, or each term's
-    /// champions; see `Scoring`) and its phrases added up by document.
+    /// champions; see `Scoring`) and its phrases added up by document, as `top` of
+    /// `scores_by` gives them.
+    ///
+    /// The sums go into a score per document kept by the thread (zeroed again when the
+    /// ranking ends), and one pass keeps the best `limit` as it reads them.
     pub fn top_by(
         &self,
         plan: &QueryPlan,
@@ -655,15 +662,26 @@ impl Scorer {
         limit: usize,
         keep: Option<&dyn Fn(u32) -> bool>,
     ) -> Result<Vec<(u32, f32)>, SearchError> {
-        let mut scores = self.scores_by(plan, scoring)?;
-        if let Some(keep) = keep {
-            for (ordinal, score) in scores.iter_mut().enumerate() {
-                if *score > 0.0 && !keep(ordinal as u32) {
-                    *score = 0.0;
+        let phrases = self.phrase_scores(plan)?;
+        Ok(SUMS.with_borrow_mut(|sums| {
+            let sums = Sums::new(sums, self.num_docs);
+            for term in &plan.terms {
+                let weight = term.weight;
+                for impact in term.impacts.list(scoring) {
+                    sums.0[impact.doc as usize] += weight * impact.score;
                 }
             }
-        }
-        Ok(top(&scores, limit))
+            for &(ordinal, score) in &phrases {
+                sums.0[ordinal as usize] += score;
+            }
+            let mut best = Best::new(limit);
+            for (ordinal, &score) in sums.0.iter().enumerate() {
+                if score > best.bar && keep.is_none_or(|keep| keep(ordinal as u32)) {
+                    best.offer(ordinal as u32, score);
+                }
+            }
+            best.into_sorted()
+        }))
     }
 
     /// The score of each document the plan's phrases match, by ordinal: read segment by
@@ -793,22 +811,93 @@ fn merge_part(found: Vec<(u32, f32, f32)>, part: &[(u32, f32)]) -> Vec<(u32, f32
 }
 
 /// Ordinals with a positive score, best first (ties: lower ordinal first), at most
-/// `limit` of them.
+/// `limit` of them: the plain ranking `Scorer::top_by` is tested against.
+#[cfg(test)]
 pub fn top(scores: &[f32], limit: usize) -> Vec<(u32, f32)> {
-    if limit == 0 {
-        return Vec::new();
-    }
     let better = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     let mut found: Vec<(u32, f32)> = (scores.iter().enumerate())
         .filter(|(_, score)| **score > 0.0)
         .map(|(ordinal, &score)| (ordinal as u32, score))
         .collect();
-    if found.len() > limit {
-        found.select_nth_unstable_by(limit - 1, better);
-        found.truncate(limit);
-    }
     found.sort_by(better);
+    found.truncate(limit);
     found
+}
+
+/// The best `limit` positive scores offered, ordinals offered in ascending order.
+struct Best {
+    limit: usize,
+    /// Worst kept on top.
+    kept: BinaryHeap<Reverse<u64>>,
+    /// The score to beat: 0 until `limit` are kept, then the worst kept (a later tie
+    /// with it has a higher ordinal, so is worse).
+    bar: f32,
+}
+
+impl Best {
+    fn new(limit: usize) -> Best {
+        Best {
+            limit,
+            kept: BinaryHeap::with_capacity(limit.min(1 << 16) + 1),
+            bar: if limit == 0 { f32::INFINITY } else { 0.0 },
+        }
+    }
+
+    /// Offers a score above the bar.
+    fn offer(&mut self, ordinal: u32, score: f32) {
+        let key = Reverse(rank_key(score, ordinal));
+        if self.kept.len() < self.limit {
+            self.kept.push(key);
+        } else if let Some(mut worst) = self.kept.peek_mut() {
+            *worst = key;
+        }
+        if self.kept.len() == self.limit
+            && let Some(worst) = self.kept.peek()
+        {
+            self.bar = f32::from_bits((worst.0 >> 32) as u32);
+        }
+    }
+
+    /// The kept scores, best first.
+    fn into_sorted(self) -> Vec<(u32, f32)> {
+        self.kept
+            .into_sorted_vec()
+            .into_iter()
+            .map(|Reverse(key)| (u32::MAX - key as u32, f32::from_bits((key >> 32) as u32)))
+            .collect()
+    }
+}
+
+/// A positive score and its ordinal as one integer that is greater for the better of
+/// the two: the higher score, or of equal scores the lower ordinal (a positive float's
+/// bits order as the float does).
+fn rank_key(score: f32, ordinal: u32) -> u64 {
+    debug_assert!(score > 0.0);
+    (u64::from(score.to_bits()) << 32) | u64::from(u32::MAX - ordinal)
+}
+
+thread_local! {
+    /// A score per document for `Scorer::top_by`, zero between rankings.
+    static SUMS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A ranking's sums: the thread's scores for `num_docs` documents, zeroed again when
+/// the ranking ends (even by a panic), so the next one starts from zero.
+struct Sums<'a>(&'a mut [f32]);
+
+impl<'a> Sums<'a> {
+    fn new(scores: &'a mut Vec<f32>, num_docs: usize) -> Sums<'a> {
+        if scores.len() < num_docs {
+            scores.resize(num_docs, 0.0);
+        }
+        Sums(&mut scores[..num_docs])
+    }
+}
+
+impl Drop for Sums<'_> {
+    fn drop(&mut self) {
+        self.0.fill(0.0);
+    }
 }
 
 #[cfg(test)]

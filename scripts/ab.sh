@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Two errbook binaries side by side, in one run, on the same machine load.
 #
-#   scripts/ab.sh OLD_BINARY NEW_BINARY [--kb DIR] [--rounds 3] [--duration 6s]
+#   scripts/ab.sh OLD_BINARY NEW_BINARY [--kb DIR] [--rounds 3] [--duration 6s] [--connections 32]
 #
 # Starts both (each building its indexes in RAM), then for each route runs wrk
-# (2 threads, 32 connections) against one and then the other, ROUNDS times, so that
+# (2 threads, 32 connections by default; one thread for one connection) against one and then the other, ROUNDS times, so that
 # whatever else the machine does falls on both alike. Routes: new searches, new
 # diagnoses of the 4 KB paste, repeated searches, repeated diagnoses. Prints one
 # Markdown row per run with the server's CPU time per request (less sensitive than
@@ -20,11 +20,13 @@ shift 2
 kb=kb
 rounds=3
 duration=6s
+connections=32
 while [ $# -gt 0 ]; do
     case "$1" in
         --kb) kb=$2; shift 2 ;;
         --rounds) rounds=$2; shift 2 ;;
         --duration) duration=$2; shift 2 ;;
+        --connections) connections=$2; shift 2 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -51,6 +53,7 @@ echo
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 
+threads=$((connections < 2 ? 1 : 2))
 echo "| route | binary | requests/s | p50 | p90 | p99 | errors | server CPU per request |"
 echo "|---|---|---|---|---|---|---|---|"
 for route in "search new:search.lua:1" "diagnose new:diagnose.lua:1" \
@@ -61,10 +64,10 @@ for route in "search new:search.lua:1" "diagnose new:diagnose.lua:1" \
             port_var="port_$which"
             url="http://127.0.0.1:${!port_var}"
             out="$work/out.txt"
-            UNIQUE=$unique wrk -t2 -c32 -d1s -s "benches/load/$script" "$url" >/dev/null
+            UNIQUE=$unique wrk -t$threads -c$connections -d1s -s "benches/load/$script" "$url" >/dev/null
             pid_var="pid_$which"
             before=$(cpu_ticks "${!pid_var}")
-            UNIQUE=$unique wrk -t2 -c32 -d"$duration" --latency \
+            UNIQUE=$unique wrk -t$threads -c$connections -d"$duration" --latency \
                 -s "benches/load/$script" "$url" >"$out"
             after=$(cpu_ticks "${!pid_var}")
             cpu=$(awk -v t=$((after - before)) -v hz="$hz" \

@@ -35,6 +35,10 @@ pub const STRONG_COUNTED: usize = 3;
 pub const WEAK: f32 = 3.0;
 /// Weak signatures counted at most.
 pub const WEAK_COUNTED: usize = 2;
+/// A signature text that fires for more entries than this names no one problem (a
+/// launcher's wrapper that half of a large knowledge base quotes): it counts for none
+/// of them, and they must be found by their other evidence.
+pub const MOST_ENTRIES_PER_SIGNATURE: usize = 64;
 /// A strong signature on the root-cause exception's lines, once.
 pub const ON_ROOT_CAUSE: f32 = 5.0;
 /// Full-text rank of the paste's messages, relative to the best entry's (0..=1).

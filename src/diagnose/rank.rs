@@ -14,6 +14,7 @@
 use std::borrow::Cow;
 use std::cell::OnceCell;
 
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::normalize::query_words;
@@ -21,7 +22,8 @@ use super::parse::{Parsed, parse};
 use super::paste::{Paste, looks_like_error};
 use super::policy::{
     self, ANSWER_CANDIDATES, Claim, EVIDENCE_CHARS, EVIDENCE_LINES, LONG_PASTE_LINES, MAX_EVIDENCE,
-    SHORT_PASTE_LINES, SHORT_PASTE_QUERY_LINES, TEXT_CANDIDATES, TEXT_EVIDENCE_LINES,
+    MOST_ENTRIES_PER_SIGNATURE, SHORT_PASTE_LINES, SHORT_PASTE_QUERY_LINES, TEXT_CANDIDATES,
+    TEXT_EVIDENCE_LINES,
 };
 use crate::kb::SignatureMatch;
 use crate::search::{Analysed, Hit, QueryTerms, SearchError, SearchIndex, SearchQuery};
@@ -282,8 +284,15 @@ impl<'a> Signals<'a> {
             let best = ranked.iter().take(TEXT_CANDIDATES);
             best.map(|&(entry, score)| (entry, score / top)).collect()
         };
+        let mut signatures = index.kb().signatures().matches(&reading.text);
+        // How many entries each signature text (where it fired) speaks for.
+        let mut entries_at: FxHashMap<(usize, usize), usize> = FxHashMap::default();
+        for m in &signatures {
+            *entries_at.entry((m.start, m.end)).or_default() += 1;
+        }
+        signatures.retain(|m| entries_at[&(m.start, m.end)] <= MOST_ENTRIES_PER_SIGNATURE);
         Ok(Signals {
-            signatures: index.kb().signatures().matches(&reading.text),
+            signatures,
             text: relative(&index.rank(analysed, TEXT_CANDIDATES)?),
             phrases: relative(&index.match_phrases(analysed)?),
             query,
@@ -821,6 +830,52 @@ mod tests {
             (1, false, 0.0)
         );
         assert_eq!(candidates.get(9).claim.phrase_rank, 1.0);
+    }
+
+    #[test]
+    fn a_signature_that_many_entries_share_counts_for_none_of_them() {
+        use std::sync::Arc;
+
+        use crate::kb::{Kb, Signature, SignatureKind};
+
+        // The real entries, and 200 more made from them whose one signature is a
+        // launcher's wrapper (weak) or a message of the paste (strong), each text
+        // quoted by more than `MOST_ENTRIES_PER_SIGNATURE` entries.
+        let real = Kb::load(std::path::Path::new("kb")).expect("the kb loads");
+        let mut entries = real.entries().to_vec();
+        for i in 0..200 {
+            let mut entry = real.entries()[i % real.len()].clone();
+            entry.slug = format!("copy-{i}");
+            let (text, weak) = if i % 2 == 0 {
+                (
+                    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError",
+                    true,
+                )
+            } else {
+                ("Watchdog caught collective operation timeout", false)
+            };
+            entry.signatures = vec![Signature {
+                kind: SignatureKind::Literal(text.into()),
+                weak,
+            }];
+            entries.push(entry);
+        }
+        let index = SearchIndex::build(Arc::new(Kb::from_entries(entries))).expect("an index");
+        let watchdog =
+            std::fs::read_to_string("tests/browser/nccl-watchdog-timeout.log").expect("the paste");
+        let d = diagnose(&index, &Paste::from_text(&watchdog), 5).expect("a diagnosis");
+        assert_eq!(d.verdict, Verdict::Matched);
+        assert_eq!(
+            d.matches[0].slug, "nccl-watchdog-timeout",
+            "found by its own signatures"
+        );
+        for m in &d.matches {
+            assert!(
+                !m.slug.starts_with("copy-") || m.evidence.iter().all(|e| e.signature.is_none()),
+                "{} claimed by a shared signature",
+                m.slug
+            );
+        }
     }
 
     /// Lines of words (from a small vocabulary, so lines share words), as

@@ -284,8 +284,10 @@ impl<'a> Signals<'a> {
             let best = ranked.iter().take(TEXT_CANDIDATES);
             best.map(|&(entry, score)| (entry, score / top)).collect()
         };
-        let mut signatures = index.kb().signatures().matches(&reading.text);
-        // How many entries each signature text (where it fired) speaks for.
+        let signatures = index.kb().signatures();
+        let mut signatures = signatures.matches_within(&reading.text, MOST_ENTRIES_PER_SIGNATURE);
+        // How many entries each signature text (where it fired) speaks for: literal
+        // signatures that too many share are left out above, regexes here.
         let mut entries_at: FxHashMap<(usize, usize), usize> = FxHashMap::default();
         for m in &signatures {
             *entries_at.entry((m.start, m.end)).or_default() += 1;

@@ -269,6 +269,13 @@ impl SignatureSet {
     /// Every signature that fires on `text`, each once (its first occurrence), ordered by
     /// entry and signature.
     pub fn matches(&self, text: &str) -> Vec<SignatureMatch> {
+        self.matches_within(text, usize::MAX)
+    }
+
+    /// `matches`, leaving out the literal signatures of a needle that more than
+    /// `most_per_needle` of them share (a wrapper's message that thousands of entries
+    /// quote), which then cost nothing to leave out.
+    pub fn matches_within(&self, text: &str, most_per_needle: usize) -> Vec<SignatureMatch> {
         // Work here follows what the text holds, not the size of the set: a knowledge
         // base of 100,000 entries costs a paste no more than one of 60, past the scan.
         let mut found = Vec::new();
@@ -306,9 +313,10 @@ impl SignatureSet {
                         !literals.is_empty() && !runs_fired.contains(&(g, r)) && as_written();
                     if fires {
                         let (start, end) = (m.start(), m.start() + needle.len());
-                        found.extend(
-                            (literals.iter()).map(|&id| literal_at(&self.patterns, id, start, end)),
-                        );
+                        if literals.len() <= most_per_needle {
+                            let at = |&id| literal_at(&self.patterns, id, start, end);
+                            found.extend(literals.iter().map(at));
+                        }
                         runs_fired.insert((g, r));
                         *fired.entry(g).or_default() += literals.len();
                     }
@@ -751,6 +759,25 @@ mod tests {
         let lower = set.matches("childfailederror");
         assert_eq!(lower.len(), 1);
         assert_eq!(lower[0].entry, 2_000);
+    }
+
+    #[test]
+    fn a_needle_too_many_signatures_share_can_be_left_out() {
+        let mut entries: Vec<Entry> = (0..100)
+            .map(|i| {
+                entry(
+                    &format!("e{i}"),
+                    vec![Signature::literal("ChildFailedError")],
+                )
+            })
+            .collect();
+        entries.push(entry("own", vec![Signature::literal("ncclInvalidUsage")]));
+        let set = SignatureSet::new(&entries);
+        let text = "ChildFailedError\nncclInvalidUsage\n";
+        assert_eq!(set.matches(text).len(), 101);
+        let within = set.matches_within(text, 64);
+        assert_eq!(within.len(), 1);
+        assert_eq!(within[0].entry, 100);
     }
 
     #[test]

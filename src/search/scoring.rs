@@ -687,9 +687,16 @@ impl Scorer {
                 sums.0[ordinal as usize] += score;
             }
             let mut best = Best::new(limit);
-            for (ordinal, &score) in sums.0.iter().enumerate() {
-                if score > best.bar && keep.is_none_or(|keep| keep(ordinal as u32)) {
-                    best.offer(ordinal as u32, score);
+            for (chunk_index, chunk) in sums.0.chunks(CHUNK).enumerate() {
+                // Most chunks hold nothing above the bar once it is set.
+                if maximum(chunk) <= best.bar {
+                    continue;
+                }
+                for (i, &score) in chunk.iter().enumerate() {
+                    let ordinal = (chunk_index * CHUNK + i) as u32;
+                    if score > best.bar && keep.is_none_or(|keep| keep(ordinal)) {
+                        best.offer(ordinal, score);
+                    }
                 }
             }
             best.into_sorted()
@@ -969,6 +976,26 @@ impl Best {
             .map(|Reverse(key)| (u32::MAX - key as u32, f32::from_bits((key >> 32) as u32)))
             .collect()
     }
+}
+
+/// Scores `Scorer::top_by` rules out at once when none is above the bar.
+const CHUNK: usize = 64;
+
+/// The greatest of `scores` and 0 (a NaN counts as 0), taken in eight lanes at once,
+/// which compile to SIMD maxima: the scan for the few scores above the bar reads a
+/// passage index's hundreds of thousands of documents at this speed.
+fn maximum(scores: &[f32]) -> f32 {
+    let larger = |a: f32, b: f32| if b > a { b } else { a };
+    let (lanes, rest) = scores.as_chunks::<8>();
+    let mut max = [0.0f32; 8];
+    for lane in lanes {
+        for (max, &score) in max.iter_mut().zip(lane) {
+            *max = larger(*max, score);
+        }
+    }
+    max.into_iter()
+        .chain(rest.iter().copied())
+        .fold(0.0, larger)
 }
 
 /// The shortest lists of a word and of its identifier part that are added up as one

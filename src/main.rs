@@ -18,7 +18,7 @@ use errbook::{AppState, app};
 mod eval;
 
 /// mimalloc instead of glibc's allocator: faster for the many small allocations of
-/// analysis, indexing and JSON (BENCHMARKS.md); tuned in `tune_allocator`.
+/// analysis, indexing and JSON; tuned in `tune_allocator`.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

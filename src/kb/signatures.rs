@@ -6,12 +6,13 @@
 //! cost follows those lines, not the length of the paste.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex::Regex;
 use regex_syntax::hir::literal::{ExtractKind, Extractor, Seq};
 use regex_syntax::hir::{Class, Hir, HirKind};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
 /// Shortest literal accepted as a regex's prefilter: shorter ones fire everywhere.
 const MIN_PREFILTER_LEN: usize = 3;
@@ -24,6 +25,10 @@ const MAX_DFA_NEEDLES: usize = 5_000;
 /// Past this many literal hits for one regex, it runs over the whole text once instead
 /// of line by line.
 const MAX_LINE_SEARCHES: usize = 256;
+
+/// Distinct needles checked as written past which a group looks a hit up by length and
+/// hash instead of comparing each (see `RunLookup`).
+const MANY_NEEDLES: usize = 16;
 
 use super::{Entry, LazyRegex, SignatureKind};
 
@@ -66,7 +71,25 @@ struct Group {
     /// Every pattern is a literal signature: once all have fired, later hits of the
     /// group add nothing.
     literals_only: bool,
+    /// For a group of more than `MANY_NEEDLES` distinct needles that count only as
+    /// written (a real error message that many signatures extend, say).
+    lookup: Option<RunLookup>,
 }
+
+/// How a hit finds its runs in a group of many needles: a lookup per needle length,
+/// not a comparison per needle.
+#[derive(Debug, Clone)]
+struct RunLookup {
+    /// The runs checked as written, by needle length, each length's sorted by the hash
+    /// of the needle.
+    by_length: Vec<(usize, HashedRuns)>,
+    /// The runs that also hold patterns a hit fires as found (a case-insensitive
+    /// regex's literal, a folding character).
+    unchecked: Vec<u32>,
+}
+
+/// Runs (indices into `Group::runs`) by the hash of their needle, sorted.
+type HashedRuns = Vec<(u64, u32)>;
 
 /// A run of equal needles in a group: `ids[start..end]`, its literal signatures first
 /// (`ids[start..literals]`), then the regexes' literals and folding characters.
@@ -113,10 +136,85 @@ impl Group {
             }
         }
         let literals_only = ids.iter().all(|&id| literal(id));
-        Group {
+        let checked = |id: usize| {
+            matches!(
+                patterns[id],
+                Pattern::Literal(..) | Pattern::Prefilter { exact: true, .. }
+            )
+        };
+        let mut group = Group {
             ids,
             runs,
             literals_only,
+            lookup: None,
+        };
+        let ids_of = |run: &Run| &group.ids[run.start as usize..run.end as usize];
+        let checked_runs = group
+            .runs
+            .iter()
+            .filter(|run| ids_of(run).iter().any(|&id| checked(id)))
+            .count();
+        if checked_runs > MANY_NEEDLES {
+            let mut by_length: std::collections::BTreeMap<usize, HashedRuns> = Default::default();
+            let mut unchecked = Vec::new();
+            for (r, run) in group.runs.iter().enumerate() {
+                let ids = ids_of(run);
+                if ids.iter().any(|&id| checked(id)) {
+                    let needle = &needles[ids[0]];
+                    by_length
+                        .entry(needle.len())
+                        .or_default()
+                        .push((FxBuildHasher.hash_one(needle.as_slice()), r as u32));
+                }
+                if ids.iter().any(|&id| !checked(id)) {
+                    unchecked.push(r as u32);
+                }
+            }
+            let mut by_length: Vec<(usize, HashedRuns)> = by_length.into_iter().collect();
+            for (_, runs) in &mut by_length {
+                runs.sort_unstable();
+            }
+            group.lookup = Some(RunLookup {
+                by_length,
+                unchecked,
+            });
+        }
+        group
+    }
+
+    /// Sets `runs` to the runs a hit at `start` of `text` may fire, each with whether
+    /// its needle is there as written (`None`: not checked yet). One buffer serves
+    /// every hit of a text.
+    fn runs_at(
+        &self,
+        text: &[u8],
+        start: usize,
+        needles: &[Vec<u8>],
+        runs: &mut Vec<(u32, Option<bool>)>,
+    ) {
+        runs.clear();
+        let Some(lookup) = &self.lookup else {
+            runs.extend((0..self.runs.len() as u32).map(|r| (r, None)));
+            return;
+        };
+        let rest = &text[start..];
+        for (length, table) in &lookup.by_length {
+            let Some(piece) = rest.get(..*length) else {
+                break;
+            };
+            let hash = FxBuildHasher.hash_one(piece);
+            let first = table.partition_point(|&(h, _)| h < hash);
+            for &(_, r) in table[first..].iter().take_while(|&&(h, _)| h == hash) {
+                let run = self.runs[r as usize];
+                if needles[self.ids[run.start as usize]] == piece {
+                    runs.push((r, Some(true)));
+                }
+            }
+        }
+        for &r in &lookup.unchecked {
+            if !runs.iter().any(|&(found, _)| found == r) {
+                runs.push((r, Some(false)));
+            }
         }
     }
 }
@@ -281,7 +379,7 @@ impl SignatureSet {
         let mut found = Vec::new();
         // The runs (group, run) whose literal signatures fired: all of a run's fire at
         // its first hit as written (thousands, for a message that many entries quote).
-        let mut runs_fired: FxHashSet<(usize, usize)> = FxHashSet::default();
+        let mut runs_fired: FxHashSet<(usize, u32)> = FxHashSet::default();
         // The regexes worth running, with where their literals were found (`None` once
         // they must search the whole text).
         let mut wanted: FxHashMap<usize, Option<Vec<usize>>> = FxHashMap::default();
@@ -290,14 +388,16 @@ impl SignatureSet {
             // Literal signatures fired, by group: a literals-only group whose every
             // signature fired is settled, and its later hits add nothing.
             let mut fired: FxHashMap<usize, usize> = FxHashMap::default();
+            let mut runs = Vec::new();
             for m in ac.find_overlapping_iter(text) {
                 let g = m.pattern().as_usize();
                 let group = &self.groups[g];
                 if group.literals_only && fired.get(&g) == Some(&group.ids.len()) {
                     continue;
                 }
-                for (r, &run) in group.runs.iter().enumerate() {
-                    let mut written = None;
+                group.runs_at(text.as_bytes(), m.start(), &self.needles, &mut runs);
+                for &(r, mut written) in &runs {
+                    let run = group.runs[r as usize];
                     let ids = &group.ids[run.start as usize..run.end as usize];
                     let needle = &self.needles[ids[0]];
                     // Whether the text holds the run's needle as written, once per run.
@@ -783,8 +883,8 @@ mod tests {
     #[test]
     fn many_messages_extending_one_error_fire_only_where_written_whole() {
         // Hundreds of literals that extend one real message (past the automaton's 16
-        // bytes) share one group, each checked as written at a hit; a case-sensitive
-        // regex and a case-insensitive one on the same prefix share it too.
+        // bytes) are looked up by length and hash at a hit; a case-sensitive regex and a
+        // case-insensitive one on the same prefix share the group.
         let message = "Watchdog caught collective operation timeout";
         let mut entries: Vec<Entry> = (0..300)
             .map(|i| {

@@ -1,8 +1,10 @@
 //! errbook: an offline knowledge base for distributed-training failures.
 //!
-//! Dependencies point one way: `reload` -> `web` -> `diagnose` -> `search` -> `kb`. Only
-//! `web` knows HTTP.
+//! Dependencies point one way: `reload` -> `web` -> `answer` -> `diagnose` -> `search`
+//! -> `kb`. Only `web` knows HTTP; only `answer` (and `web`'s own request and error
+//! types) knows JSON.
 
+pub mod answer;
 pub mod diagnose;
 pub mod kb;
 pub mod reload;

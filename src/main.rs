@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use errbook::diagnose::{Diagnoser, Paste, Verdict};
+use errbook::answer::{Answers, EntryTexts};
+use errbook::diagnose::{Diagnoser, Paste, Pasted, Request, Verdict};
 use errbook::kb::{Kb, LoadError};
 use errbook::reload::Reloader;
 use errbook::search::{CacheBudget, IndexStore, SearchError, SearchIndex, SearchQuery};
@@ -90,9 +91,9 @@ enum Command {
         file: PathBuf,
         #[command(flatten)]
         kb: KbArg,
-        /// Number of matches.
-        #[arg(long, default_value_t = 3)]
-        limit: usize,
+        /// Number of matches, 1 to 20 [default: 5].
+        #[arg(long, allow_negative_numbers = true)]
+        limit: Option<i64>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -207,22 +208,18 @@ fn search(
         return Ok(ExitCode::FAILURE);
     };
     let index = kb_arg.index(kb)?;
-    let hits = index.search(&SearchQuery::new(query, tag, limit))?;
+    let asked = SearchQuery::new(query, tag, limit);
+    let hits = index.search(&asked)?;
     if json {
-        let out: Vec<_> = hits
-            .iter()
-            .filter_map(|h| {
-                let e = index.kb().get(&h.slug)?;
-                Some(serde_json::json!({
-                    "slug": e.slug, "title": e.title, "title_zh": e.title_zh,
-                    "summary": e.summary, "snippet": h.snippet, "score": h.score, "tags": e.tags,
-                }))
-            })
-            .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "hits": out }))?
-        );
+        let kb = index.kb();
+        let texts = EntryTexts::new(kb);
+        let answers = Answers {
+            kb,
+            texts: &texts,
+            base: "",
+        };
+        let response = answers.search(asked.text, asked.tag, &hits);
+        println!("{}", serde_json::to_string_pretty(&response)?);
     } else if hits.is_empty() {
         println!("no entry matches {query:?}");
     } else {
@@ -238,7 +235,12 @@ fn search(
     Ok(ExitCode::SUCCESS)
 }
 
-fn diagnose(kb_arg: &KbArg, file: &Path, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
+fn diagnose(
+    kb_arg: &KbArg,
+    file: &Path,
+    limit: Option<i64>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let Some(kb) = load(&kb_arg.kb)? else {
         return Ok(ExitCode::FAILURE);
     };
@@ -250,14 +252,19 @@ fn diagnose(kb_arg: &KbArg, file: &Path, limit: usize, json: bool) -> anyhow::Re
         Paste::from_reader(std::io::BufReader::new(f))
             .with_context(|| format!("cannot read {}", file.display()))?
     };
-    if paste.is_empty() {
-        anyhow::bail!("the paste is empty: nothing to diagnose");
-    }
+    let request = Request::new(Pasted::Read(paste), limit)
+        .with_context(|| format!("cannot diagnose {}", file.display()))?;
     let diagnoser = Diagnoser::new(Arc::new(kb_arg.index(kb)?));
-    let d = diagnoser.diagnose(&paste, limit.clamp(1, 20))?;
+    let d = diagnoser.answer(&request)?;
     let kb = diagnoser.index().kb();
     if json {
-        println!("{}", serde_json::to_string_pretty(&d)?);
+        let texts = EntryTexts::new(kb);
+        let answers = Answers {
+            kb,
+            texts: &texts,
+            base: "",
+        };
+        println!("{}", serde_json::to_string_pretty(&answers.diagnosis(&d))?);
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(root) = d.parsed.root_exception() {

@@ -486,6 +486,30 @@ fn diagnose_refuses_an_empty_paste_and_a_missing_file() {
 }
 
 #[test]
+fn diagnose_refuses_a_number_of_matches_out_of_range_naming_the_file() {
+    let kb = fixture_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("train.log");
+    std::fs::write(&log, "torch.OutOfMemoryError: CUDA out of memory.\n").unwrap();
+    for limit in ["0", "21", "-3"] {
+        let out = errbook(&[
+            "diagnose",
+            "--kb",
+            kb.to_str().unwrap(),
+            "--limit",
+            limit,
+            log.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "--limit {limit} was accepted");
+        assert!(
+            stderr.contains("train.log") && stderr.contains("from 1 to 20"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
 fn eval_scores_a_labelled_folder_against_the_full_text_baseline() {
     let kb = fixture_dir();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/eval");

@@ -368,3 +368,54 @@ async fn llms_txt_links_every_entry_as_markdown() {
         StatusCode::NOT_FOUND
     );
 }
+
+/// The command line, the API and the MCP tool give one answer in one shape: the
+/// same JSON, but for the MCP result's `truncated` flag.
+#[tokio::test]
+async fn one_answer_in_one_shape_from_the_command_line_the_api_and_mcp() {
+    let text = "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n\
+                torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n";
+    let kb = common::fixture_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("train.log");
+    std::fs::write(&log, text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_errbook"))
+        .args([
+            "diagnose",
+            "--kb",
+            kb.to_str().unwrap(),
+            "--json",
+            log.to_str().unwrap(),
+        ])
+        .env("ERRBOOK_INDEX_CACHE", dir.path().join("index-cache"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cli: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    let post = |uri: &str, body: serde_json::Value| {
+        Request::post(uri)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap()
+    };
+    let api = common::send(post("/api/v1/diagnose", json!({ "text": text })))
+        .await
+        .json();
+    let call = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": { "name": "diagnose", "arguments": { "text": text } },
+    });
+    let mut mcp =
+        common::send(post("/mcp", call)).await.json()["result"]["structuredContent"].clone();
+    assert_eq!(mcp["truncated"], false);
+    mcp.as_object_mut().unwrap().remove("truncated");
+
+    assert_eq!(cli["matches"][0]["slug"], "cuda-oom", "{cli:#}");
+    assert_eq!(cli, api);
+    assert_eq!(api, mcp);
+}

@@ -295,7 +295,7 @@ async fn a_large_paste_answers_the_same_from_a_blocking_thread() {
         )
         .await;
         assert_eq!(
-            mcp.json()["result"]["structuredContent"]["matches"][0]["id"],
+            mcp.json()["result"]["structuredContent"]["matches"][0]["slug"],
             "nccl-invalid-usage",
             "{}",
             mcp.body

@@ -7,6 +7,7 @@ mod parse;
 mod paste;
 mod policy;
 mod rank;
+mod request;
 
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ pub use normalize::{normalize, query_words};
 pub use parse::{Exception, Frame, Parsed, RootCause, parse};
 pub use paste::{Line, Paste, looks_like_error};
 pub use rank::{Confidence, Diagnosis, Evidence, EvidenceKind, Match, Verdict};
+pub use request::{DEFAULT_MATCHES, MAX_MATCHES, Pasted, Request, RequestError};
 
 /// The knowledge base ready for diagnosis: its index, whose `Kb` holds the signatures.
 pub struct Diagnoser {
@@ -102,6 +104,15 @@ impl Diagnoser {
 
     pub fn index(&self) -> &SearchIndex {
         &self.index
+    }
+
+    /// Answers a request: pasted text from the cache of recent answers or anew, a log
+    /// read line by line always anew.
+    pub fn answer(&self, request: &Request) -> Result<Diagnosis, SearchError> {
+        match request.pasted() {
+            Pasted::Text(text) => self.diagnose_text(text, request.matches()),
+            Pasted::Read(paste) => self.diagnose(paste, request.matches()),
+        }
     }
 
     /// Diagnoses a paste: up to `limit` ranked matches, or `no_match`.

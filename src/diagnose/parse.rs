@@ -6,7 +6,6 @@ use std::sync::LazyLock;
 
 use memchr::memmem;
 use regex::Regex;
-use serde::Serialize;
 
 use super::paste::Paste;
 
@@ -20,23 +19,21 @@ const WRAPPERS: [&str; 6] = [
     "RendezvousGracefulExitError",
 ];
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
     /// File name without directories (`distributed.py`).
     pub file: String,
     pub function: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Exception {
     /// Type as printed, without its module (`DistBackendError`).
-    #[serde(rename = "type")]
     pub kind: String,
     /// Fully qualified type when printed with its module.
     pub qualified: String,
     pub message: String,
     /// Index into `Paste::lines` of the line that names the exception.
-    #[serde(skip)]
     pub line_index: usize,
     /// Paste line number (1-based).
     pub line: usize,
@@ -48,7 +45,7 @@ pub struct Exception {
 }
 
 /// torchrun's "Root Cause (first observed failure)" block.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RootCause {
     pub rank: Option<u32>,
     pub local_rank: Option<u32>,
@@ -59,11 +56,10 @@ pub struct RootCause {
 }
 
 /// Everything understood about a paste.
-#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default)]
 pub struct Parsed {
     pub exceptions: Vec<Exception>,
     /// Index into `exceptions` of the root cause.
-    #[serde(skip)]
     pub root: Option<usize>,
     pub first_failure: Option<RootCause>,
     /// Frames of a traceback that was cut before its exception line.

@@ -15,7 +15,6 @@ use std::borrow::Cow;
 use std::cell::OnceCell;
 
 use rustc_hash::FxHashMap;
-use serde::Serialize;
 
 use super::normalize::query_words;
 use super::parse::{Parsed, parse};
@@ -28,15 +27,13 @@ use super::policy::{
 use crate::kb::SignatureMatch;
 use crate::search::{Analysed, Hit, QueryTerms, SearchError, SearchIndex, SearchQuery};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     Matched,
     NoMatch,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Confidence {
     Low,
     Medium,
@@ -53,8 +50,7 @@ impl Confidence {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EvidenceKind {
     /// A strong signature of the entry fired on this line.
     Signature,
@@ -65,7 +61,7 @@ pub enum EvidenceKind {
 }
 
 /// One paste line that led to a match.
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Evidence {
     /// 1-based line number in the paste.
     pub line: usize,
@@ -94,7 +90,7 @@ impl Evidence {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Match {
     pub slug: String,
     pub score: f32,
@@ -104,7 +100,7 @@ pub struct Match {
     pub evidence: Vec<Evidence>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Diagnosis {
     pub verdict: Verdict,
     /// Ranked answers; empty when the verdict is `no_match`.

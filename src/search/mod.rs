@@ -67,7 +67,7 @@ impl SearchQuery {
 }
 
 /// One search result: which entry, how well it matched, and a highlighted excerpt.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Hit {
     pub slug: String,
     pub score: f32,

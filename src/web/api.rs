@@ -12,16 +12,16 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, AppError, Problem};
-use super::{AppState, Served, WatchState};
-use crate::diagnose::{Confidence, Evidence, Parsed, Verdict};
+use super::{AppState, WatchState};
+use crate::answer::{DiagnoseResponse, SearchResponse};
+use crate::diagnose;
 use crate::kb::Entry;
-use crate::search::{Hit, MAX_LIMIT, SearchQuery};
+use crate::search::{MAX_LIMIT, SearchQuery};
 
 const DEFAULT_LIMIT: usize = 10;
 
@@ -68,89 +68,6 @@ pub struct SearchQueryParams {
     /// Number of hits, 1 to 100 (default 10).
     #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
     pub limit: Option<String>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SearchResponse<'a> {
-    /// The query as searched (trimmed).
-    pub query: String,
-    pub tag: Option<String>,
-    pub hits: Vec<SearchHit<'a>>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SearchHit<'a> {
-    pub slug: &'a str,
-    #[schema(value_type = String)]
-    pub title: &'a RawValue,
-    #[schema(value_type = String)]
-    pub title_zh: &'a RawValue,
-    /// The entry's page (absolute when the server knows its public URL).
-    pub url: String,
-    #[schema(value_type = String)]
-    pub summary: &'a RawValue,
-    /// An excerpt around the matched words.
-    pub snippet: &'a str,
-    pub score: f32,
-    pub tags: Vec<String>,
-}
-
-impl<'a> SearchHit<'a> {
-    fn new(state: &AppState, served: &'a Served, hit: &'a Hit) -> Option<Self> {
-        let (entry, json) = served.entry_with_json(&hit.slug)?;
-        Some(SearchHit {
-            title: &json.title,
-            title_zh: &json.title_zh,
-            url: state.entry_url(&entry.slug),
-            summary: &json.summary,
-            tags: entry.tags.clone(),
-            slug: &hit.slug,
-            snippet: &hit.snippet,
-            score: hit.score,
-        })
-    }
-
-    /// About the bytes this takes in an answer.
-    fn size(&self) -> usize {
-        128 + self.slug.len() * 2
-            + escaped_len([self.title, self.title_zh, self.summary])
-            + self.snippet.len()
-            + 16 * self.tags.len()
-    }
-}
-
-/// An entry's texts that every search hit and diagnosis match repeats, escaped as JSON
-/// once: writing answers was a tenth of a new search's time, most of it escaping these
-/// again for each answer.
-#[derive(Debug)]
-pub struct EntryJson {
-    title: Box<RawValue>,
-    title_zh: Box<RawValue>,
-    summary: Box<RawValue>,
-}
-
-impl EntryJson {
-    pub fn new(entry: &Entry) -> EntryJson {
-        EntryJson {
-            title: raw(&entry.title),
-            title_zh: raw(&entry.title_zh),
-            summary: raw(&entry.summary),
-        }
-    }
-
-    /// Bytes these take in an answer.
-    pub fn len(&self) -> usize {
-        escaped_len([&self.title, &self.title_zh, &self.summary])
-    }
-}
-
-fn escaped_len(texts: [&RawValue; 3]) -> usize {
-    texts.iter().map(|t| t.get().len()).sum()
-}
-
-fn raw(text: &str) -> Box<RawValue> {
-    let json = serde_json::to_string(text).expect("a string always serialises");
-    RawValue::from_string(json).expect("a JSON string is valid JSON")
 }
 
 /// `value` as an `application/json` response, written into a buffer of about the size
@@ -216,21 +133,9 @@ pub async fn search(
         .into());
     }
     let found = served.index.search(&query)?;
-    let hits: Vec<SearchHit> = found
-        .iter()
-        .filter_map(|hit| SearchHit::new(&state, &served, hit))
-        .collect();
-    let size = 64 + query.text.len() + hits.iter().map(SearchHit::size).sum::<usize>();
-    let response = SearchResponse {
-        query: query.text,
-        tag: query.tag,
-        hits,
-    };
-    Ok(json_response(&response, size))
+    let response = state.answers(&served).search(query.text, query.tag, &found);
+    Ok(json_response(&response, response.size()))
 }
-
-/// Largest `limit` a diagnosis may ask for.
-const MAX_DIAGNOSE_LIMIT: usize = 20;
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct DiagnoseRequest {
@@ -239,43 +144,7 @@ pub struct DiagnoseRequest {
     pub text: String,
     /// Number of matches, 1 to 20 (default 5).
     #[schema(minimum = 1, maximum = 20)]
-    pub limit: Option<usize>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DiagnoseResponse<'a> {
-    pub verdict: Verdict,
-    pub matches: Vec<DiagnoseMatch<'a>>,
-    /// With `no_match`: nearest entries by full text, not a diagnosis.
-    pub closest: Vec<SearchHit<'a>>,
-    pub parsed: ParsedSummary,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DiagnoseMatch<'a> {
-    pub slug: String,
-    #[schema(value_type = String)]
-    pub title: &'a RawValue,
-    #[schema(value_type = String)]
-    pub title_zh: &'a RawValue,
-    pub url: String,
-    #[schema(value_type = String)]
-    pub summary: &'a RawValue,
-    pub score: f32,
-    pub confidence: Confidence,
-    /// The paste lines that led to this match.
-    pub evidence: Vec<Evidence>,
-}
-
-/// What errbook understood of the paste.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ParsedSummary {
-    pub lines: usize,
-    pub distinct_lines: usize,
-    pub truncated: bool,
-    pub root_cause: Option<crate::diagnose::Exception>,
-    #[serde(flatten)]
-    pub parsed: Parsed,
+    pub limit: Option<i64>,
 }
 
 /// Names the known problem behind a traceback, log or question, with the paste lines
@@ -299,58 +168,10 @@ pub async fn diagnose(
     LossyJson(request): LossyJson<DiagnoseRequest>,
 ) -> Result<Response, ApiError> {
     let served = state.served();
-    let limit = request.limit.unwrap_or(5);
-    if !(1..=MAX_DIAGNOSE_LIMIT).contains(&limit) {
-        return Err(AppError::Unprocessable(format!(
-            "`limit` must be from 1 to {MAX_DIAGNOSE_LIMIT}, got {limit}"
-        ))
-        .into());
-    }
-    if request.text.trim().is_empty() {
-        return Err(AppError::Unprocessable(
-            "`text` is empty: send the traceback, log or question".into(),
-        )
-        .into());
-    }
-    let d = state.diagnose(&served, request.text.into(), limit).await?;
-    let mut size = 1024;
-    let matches: Vec<DiagnoseMatch> = d
-        .matches
-        .into_iter()
-        .filter_map(|m| {
-            let (e, json) = served.entry_with_json(&m.slug)?;
-            size += 256 + json.len() + m.evidence.iter().map(|e| 128 + e.text.len()).sum::<usize>();
-            Some(DiagnoseMatch {
-                title: &json.title,
-                title_zh: &json.title_zh,
-                url: state.entry_url(&e.slug),
-                summary: &json.summary,
-                slug: m.slug,
-                score: m.score,
-                confidence: m.confidence,
-                evidence: m.evidence,
-            })
-        })
-        .collect();
-    let closest: Vec<SearchHit> = d
-        .closest
-        .iter()
-        .filter_map(|hit| SearchHit::new(&state, &served, hit))
-        .collect();
-    size += closest.iter().map(SearchHit::size).sum::<usize>();
-    let response = DiagnoseResponse {
-        verdict: d.verdict,
-        matches,
-        closest,
-        parsed: ParsedSummary {
-            lines: d.lines,
-            distinct_lines: d.distinct_lines,
-            truncated: d.truncated,
-            root_cause: d.parsed.root_exception().cloned(),
-            parsed: d.parsed,
-        },
-    };
-    Ok(json_response(&response, size))
+    let request = diagnose::Request::text(request.text, request.limit)?;
+    let d = state.diagnose(&served, request).await?;
+    let response = state.answers(&served).diagnosis(&d);
+    Ok(json_response(&response, response.size()))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -584,31 +405,15 @@ pub(super) fn is_json(headers: &HeaderMap) -> bool {
 mod tests {
     use super::*;
 
-    #[test]
-    fn texts_escaped_once_read_back_as_written() {
-        for text in [
-            "",
-            "plain",
-            "quotes \" and \\ backslashes",
-            "a line break\nand a tab\t and a control \u{1}",
-            "显存不足：CUDA out of memory </script> & <b>",
-        ] {
-            let json = raw(text);
-            assert_eq!(serde_json::from_str::<String>(json.get()).unwrap(), text);
-            // What serde_json would have written in the answer itself.
-            assert_eq!(json.get(), serde_json::to_string(text).unwrap());
-        }
-    }
-
     #[tokio::test]
     async fn answers_are_whole_json_with_their_content_type_past_the_size_guessed() {
         #[derive(Serialize)]
         struct Answer {
-            title: Box<RawValue>,
+            title: &'static str,
             score: f32,
         }
         let answer = Answer {
-            title: raw("显存 \"x\""),
+            title: "显存 \"x\"",
             score: 1.5,
         };
         let response = json_response(&answer, 4);

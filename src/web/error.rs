@@ -8,6 +8,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use crate::diagnose::RequestError;
 use crate::search::SearchError;
 
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +39,12 @@ pub enum AppError {
     Internal(String),
     #[error("template rendering failed: {0}")]
     Render(#[from] askama::Error),
+}
+
+impl From<RequestError> for AppError {
+    fn from(err: RequestError) -> AppError {
+        AppError::Unprocessable(err.to_string())
+    }
 }
 
 impl AppError {

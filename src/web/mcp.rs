@@ -26,7 +26,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
 
 use super::{AppState, off_the_runtime};
-use crate::diagnose::{Confidence, Exception, Verdict};
+use crate::answer::{self, DiagnoseResponse};
+use crate::diagnose::{DEFAULT_MATCHES, MAX_MATCHES, Request};
 use crate::kb::Entry;
 use crate::search::{SearchError, SearchQuery};
 
@@ -455,12 +456,6 @@ impl Clip {
         self.cut |= clipped.len() != text.len();
         clipped
     }
-
-    /// At most `max` items of `items`.
-    fn take<'a, T>(&mut self, items: &'a [T], max: usize) -> &'a [T] {
-        self.cut |= items.len() > max;
-        &items[..items.len().min(max)]
-    }
 }
 
 /// `text` cut to `max_chars` characters, with `…` where it was cut.
@@ -503,11 +498,6 @@ fn fit<T: Serialize>(mut build: impl FnMut(&mut Clip) -> T) -> Result<Value, Too
         }
         max_chars /= 2;
     }
-}
-
-/// A score for a reader: two decimals are plenty.
-fn round(score: f32) -> f64 {
-    (f64::from(score) * 100.0).round() / 100.0
 }
 
 // ---------------------------------------------------------------------------------
@@ -660,12 +650,10 @@ fn fetch(state: &AppState, args: Value) -> Result<Value, ToolError> {
     })
 }
 
-const DIAGNOSE_MAX_LIMIT: usize = 10;
-const DIAGNOSE_DEFAULT_LIMIT: usize = 3;
-/// Most exceptions, error codes and versions listed from a paste.
+/// Most exceptions, frames, error codes, versions and evidence lines in a diagnosis.
 const MAX_PARSED_ITEMS: usize = 10;
 const DIAGNOSE_USAGE: &str = "Arguments: `text` (string, required: the traceback, log excerpt \
-or question, as pasted), `limit` (integer 1-10, default 3).";
+or question, as pasted), `limit` (integer 1-20, default 5).";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -674,140 +662,18 @@ struct DiagnoseArgs {
     limit: Option<i64>,
 }
 
-#[derive(Serialize)]
-struct DiagnoseOutput {
-    verdict: Verdict,
-    matches: Vec<MatchOutput>,
-    closest: Vec<Closest>,
-    parsed: ParsedOutput,
-}
-
-#[derive(Serialize)]
-struct MatchOutput {
-    id: String,
-    title: String,
-    url: String,
-    summary: String,
-    confidence: Confidence,
-    score: f64,
-    evidence: Vec<EvidenceOutput>,
-}
-
-#[derive(Serialize)]
-struct EvidenceOutput {
-    line: usize,
-    text: String,
-    signature: Option<String>,
-}
-
-#[derive(Serialize)]
-struct Closest {
-    id: String,
-    title: String,
-    url: String,
-    snippet: String,
-}
-
-#[derive(Serialize)]
-struct ParsedOutput {
-    root_cause: Option<ExceptionOutput>,
-    exceptions: Vec<ExceptionOutput>,
-    error_codes: Vec<String>,
-    versions: Vec<String>,
-}
-
-#[derive(Serialize)]
-struct ExceptionOutput {
-    #[serde(rename = "type")]
-    kind: String,
-    message: String,
-    line: usize,
-    rank: Option<u32>,
-}
-
-impl ExceptionOutput {
-    fn new(exception: &Exception, clip: &mut Clip) -> Self {
-        ExceptionOutput {
-            kind: clip.text(&exception.kind),
-            message: clip.text(&exception.message),
-            line: exception.line,
-            rank: exception.rank,
-        }
-    }
-}
-
+/// The diagnosis, in the API's shape (`DiagnoseResponse`), cut to fit.
 fn diagnose(state: &AppState, args: Value) -> Result<Value, ToolError> {
     let served = state.served();
     let args: DiagnoseArgs = arguments("diagnose", &diagnose_input_schema(), args, DIAGNOSE_USAGE)?;
-    let text = required_text("text", &args.text, DIAGNOSE_USAGE)?;
-    let limit = limit(
-        args.limit,
-        DIAGNOSE_DEFAULT_LIMIT,
-        DIAGNOSE_MAX_LIMIT,
-        DIAGNOSE_USAGE,
-    )?;
-    let d = served.diagnoser.diagnose_text(text, limit)?;
-    let kb = served.index.kb();
-    fit(|clip| DiagnoseOutput {
-        verdict: d.verdict,
-        matches: d
-            .matches
-            .iter()
-            .filter_map(|m| {
-                let entry = kb.get(&m.slug)?;
-                Some(MatchOutput {
-                    id: entry.slug.clone(),
-                    title: entry.title.clone(),
-                    url: state.entry_url(&entry.slug),
-                    summary: entry.summary.clone(),
-                    confidence: m.confidence,
-                    score: round(m.score),
-                    evidence: m
-                        .evidence
-                        .iter()
-                        .map(|e| EvidenceOutput {
-                            line: e.line,
-                            text: clip.text(&e.text),
-                            signature: e.signature.clone(),
-                        })
-                        .collect(),
-                })
-            })
-            .collect(),
-        closest: d
-            .closest
-            .iter()
-            .filter_map(|hit| {
-                let entry = kb.get(&hit.slug)?;
-                Some(Closest {
-                    id: entry.slug.clone(),
-                    title: entry.title.clone(),
-                    url: state.entry_url(&entry.slug),
-                    snippet: clip.text(&hit.snippet),
-                })
-            })
-            .collect(),
-        parsed: ParsedOutput {
-            root_cause: d
-                .parsed
-                .root_exception()
-                .map(|e| ExceptionOutput::new(e, clip)),
-            exceptions: clip
-                .take(&d.parsed.exceptions, MAX_PARSED_ITEMS)
-                .iter()
-                .map(|e| ExceptionOutput::new(e, clip))
-                .collect(),
-            error_codes: clip
-                .take(&d.parsed.error_codes, MAX_PARSED_ITEMS)
-                .iter()
-                .map(|c| clip.text(c))
-                .collect(),
-            versions: clip
-                .take(&d.parsed.versions, MAX_PARSED_ITEMS)
-                .iter()
-                .map(|v| clip.text(v))
-                .collect(),
-        },
+    let request = Request::text(args.text, args.limit)
+        .map_err(|err| ToolError::Invalid(format!("{err}. {DIAGNOSE_USAGE}")))?;
+    let d = served.diagnoser.answer(&request)?;
+    let answers = state.answers(&served);
+    fit(|clip| {
+        let mut answer = answers.diagnosis(&d);
+        clip.cut |= answer.clip(clip.max_chars, MAX_PARSED_ITEMS);
+        answer
     })
 }
 
@@ -918,8 +784,8 @@ fn diagnose_input_schema() -> Value {
             "limit": {
                 "type": "integer",
                 "minimum": 1,
-                "maximum": DIAGNOSE_MAX_LIMIT,
-                "default": DIAGNOSE_DEFAULT_LIMIT,
+                "maximum": MAX_MATCHES,
+                "default": DEFAULT_MATCHES,
                 "description": "Most entries to return.",
             },
         },
@@ -990,44 +856,10 @@ fn fetch_output_schema() -> Value {
 }
 
 fn diagnose_output_schema() -> Value {
-    let exception = object(json!({
-        "type": string(),
-        "message": string(),
-        "line": { "type": "integer" },
-        "rank": { "type": ["integer", "null"] },
-    }));
-    let mut root_cause = exception.clone();
-    root_cause["type"] = json!(["object", "null"]);
-    object(json!({
-        "verdict": { "type": "string", "enum": ["matched", "no_match"] },
-        "matches": array(object(json!({
-            "id": string(),
-            "title": string(),
-            "url": string(),
-            "summary": string(),
-            "confidence": { "type": "string", "enum": ["low", "medium", "high"] },
-            "score": { "type": "number" },
-            "evidence": array(object(json!({
-                "line": { "type": "integer", "description": "1-based line of the paste." },
-                "text": string(),
-                "signature": {
-                    "type": ["string", "null"],
-                    "description": "The entry's signature that fired on this line, if any.",
-                },
-            }))),
-        }))),
-        "closest": array(object(json!({
-            "id": string(),
-            "title": string(),
-            "url": string(),
-            "snippet": string(),
-        }))),
-        "parsed": object(json!({
-            "root_cause": root_cause,
-            "exceptions": array(exception),
-            "error_codes": strings(),
-            "versions": strings(),
-        })),
-        "truncated": truncated(),
-    }))
+    let mut schema = answer::json_schema::<DiagnoseResponse>();
+    schema["properties"]["truncated"] = truncated();
+    if let Some(required) = schema["required"].as_array_mut() {
+        required.push("truncated".into());
+    }
+    schema
 }

@@ -13,7 +13,7 @@ pub mod server;
 mod share;
 mod upload;
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
@@ -28,8 +28,8 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
-use crate::diagnose::Diagnoser;
-use crate::kb::Entry;
+use crate::answer::{Answers, EntryTexts};
+use crate::diagnose::{Diagnoser, Request};
 use crate::search::SearchIndex;
 
 pub use error::AppError;
@@ -98,9 +98,8 @@ pub struct ReloadError {
 pub struct Served {
     pub index: Arc<SearchIndex>,
     pub diagnoser: Arc<Diagnoser>,
-    /// Each entry's texts as JSON, by position in the knowledge base, written the first
-    /// time an answer holds the entry.
-    entry_json: Box<[OnceLock<api::EntryJson>]>,
+    /// Each entry's texts as JSON, for answers.
+    texts: EntryTexts,
 }
 
 impl Served {
@@ -108,17 +107,9 @@ impl Served {
         let index = Arc::new(index);
         Served {
             diagnoser: Arc::new(Diagnoser::new(index.clone())),
-            entry_json: (0..index.kb().len()).map(|_| OnceLock::new()).collect(),
+            texts: EntryTexts::new(index.kb()),
             index,
         }
-    }
-
-    /// The entry with `slug`, its position and its texts as JSON.
-    fn entry_with_json(&self, slug: &str) -> Option<(&Entry, &api::EntryJson)> {
-        let position = self.index.kb().position(slug)?;
-        let entry = &self.index.kb().entries()[position];
-        let json = self.entry_json[position].get_or_init(|| api::EntryJson::new(entry));
-        Some((entry, json))
     }
 }
 
@@ -148,19 +139,26 @@ impl AppState {
         }
     }
 
-    /// Diagnoses `text` against `served` (the knowledge base the request took): from
+    /// Answers `request` against `served` (the knowledge base the request took): from
     /// the cache of recent answers, or anew, a large paste on a blocking thread (see
     /// [`off_the_runtime`]).
     pub async fn diagnose(
         &self,
         served: &Arc<Served>,
-        text: Arc<str>,
-        limit: usize,
+        request: Request,
     ) -> Result<crate::diagnose::Diagnosis, AppError> {
         let served = served.clone();
-        let len = text.len();
-        let d = off_the_runtime(len, move || served.diagnoser.diagnose_text(&text, limit)).await?;
+        let d = off_the_runtime(request.len(), move || served.diagnoser.answer(&request)).await?;
         Ok(d?)
+    }
+
+    /// What answers for `served` are written from.
+    pub fn answers<'a>(&'a self, served: &'a Served) -> Answers<'a> {
+        Answers {
+            kb: served.index.kb(),
+            texts: &served.texts,
+            base: self.public_url.as_deref().unwrap_or(""),
+        }
     }
 
     /// The knowledge base now served. Take it once per request, so one answer never

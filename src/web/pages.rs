@@ -18,7 +18,7 @@ use super::AppState;
 use super::error::AppError;
 use super::i18n::{self, Labels, Lang};
 use super::{assets, share};
-use crate::diagnose::{Diagnosis, Match, Verdict};
+use crate::diagnose::{Diagnosis, Match, Request, RequestError, Verdict};
 use crate::kb::{Entry, Kb};
 use crate::search::{Hit, SearchQuery};
 
@@ -459,13 +459,14 @@ pub async fn diagnose_shared(
 
 async fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
     let served = state.served();
-    if text.trim().is_empty() {
-        return Err(AppError::BadRequest(
-            "The paste is empty: paste a traceback or a log into the box.".into(),
-        ));
-    }
     let text: Arc<str> = text.into();
-    let diagnosis = state.diagnose(&served, text.clone(), 5).await?;
+    let request = Request::text(text.clone(), None).map_err(|err| match err {
+        RequestError::Empty => AppError::BadRequest(
+            "The paste is empty: paste a traceback or a log into the box.".into(),
+        ),
+        err => err.into(),
+    })?;
+    let diagnosis = state.diagnose(&served, request).await?;
     let share = share::link(&text, &diagnosis);
     let kb = served.index.kb();
     let mut views = diagnosis.matches.iter().filter_map(|m| {

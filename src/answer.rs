@@ -1,0 +1,549 @@
+//! The JSON of answers, one shape for every edge: the API's responses, the MCP tools'
+//! structured content and `errbook search|diagnose --json`. Domain types stay plain
+//! Rust; these are built from them, with each entry's texts escaped once.
+
+use std::sync::OnceLock;
+
+use serde::Serialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use utoipa::ToSchema;
+
+use crate::diagnose;
+use crate::kb::{Entry, Kb};
+use crate::search::Hit;
+
+/// An entry's texts that every search hit and diagnosis match repeats, escaped as JSON
+/// once per knowledge base rather than once per answer.
+#[derive(Debug)]
+pub struct EntryJson {
+    title: Box<RawValue>,
+    title_zh: Box<RawValue>,
+    summary: Box<RawValue>,
+}
+
+impl EntryJson {
+    fn new(entry: &Entry) -> EntryJson {
+        EntryJson {
+            title: raw(&entry.title),
+            title_zh: raw(&entry.title_zh),
+            summary: raw(&entry.summary),
+        }
+    }
+}
+
+/// A score to three decimals, written the same by every JSON writer (an `f32` widened
+/// to `f64` prints as `39.115570068359375`).
+fn rounded(score: f32) -> f64 {
+    (f64::from(score) * 1000.0).round() / 1000.0
+}
+
+fn raw(text: &str) -> Box<RawValue> {
+    let json = serde_json::to_string(text).expect("a string always serialises");
+    RawValue::from_string(json).expect("a JSON string is valid JSON")
+}
+
+/// Each entry's [`EntryJson`], by position in one knowledge base, written the first
+/// time an answer holds the entry.
+#[derive(Debug)]
+pub struct EntryTexts(Box<[OnceLock<EntryJson>]>);
+
+impl EntryTexts {
+    pub fn new(kb: &Kb) -> EntryTexts {
+        EntryTexts((0..kb.len()).map(|_| OnceLock::new()).collect())
+    }
+}
+
+/// What answers are written from: the knowledge base, its entries' texts as JSON, and
+/// where entry pages live.
+#[derive(Clone, Copy)]
+pub struct Answers<'a> {
+    pub kb: &'a Kb,
+    pub texts: &'a EntryTexts,
+    /// Prepended to `/entries/{slug}`: the server's public URL, or empty for relative
+    /// links.
+    pub base: &'a str,
+}
+
+impl<'a> Answers<'a> {
+    /// The entry with `slug` and its texts as JSON.
+    fn entry(&self, slug: &str) -> Option<(&'a Entry, &'a EntryJson)> {
+        let position = self.kb.position(slug)?;
+        let entry = &self.kb.entries()[position];
+        let json = self
+            .texts
+            .0
+            .get(position)?
+            .get_or_init(|| EntryJson::new(entry));
+        Some((entry, json))
+    }
+
+    /// The URL of an entry's page.
+    pub fn entry_url(&self, slug: &str) -> String {
+        format!("{}/entries/{slug}", self.base)
+    }
+
+    /// A search hit as JSON; `None` when the entry is not in this knowledge base.
+    pub fn hit(&self, hit: &'a Hit) -> Option<SearchHit<'a>> {
+        let (entry, json) = self.entry(&hit.slug)?;
+        Some(SearchHit {
+            title: &json.title,
+            title_zh: &json.title_zh,
+            url: self.entry_url(&entry.slug),
+            summary: &json.summary,
+            tags: &entry.tags,
+            slug: &entry.slug,
+            snippet: hit.snippet.clone(),
+            score: rounded(hit.score),
+        })
+    }
+
+    /// The answer to a search.
+    pub fn search(
+        &self,
+        query: String,
+        tag: Option<String>,
+        hits: &'a [Hit],
+    ) -> SearchResponse<'a> {
+        SearchResponse {
+            query,
+            tag,
+            hits: hits.iter().filter_map(|h| self.hit(h)).collect(),
+        }
+    }
+
+    /// The answer to a diagnosis.
+    pub fn diagnosis(&self, d: &'a diagnose::Diagnosis) -> DiagnoseResponse<'a> {
+        let matches = d
+            .matches
+            .iter()
+            .filter_map(|m| {
+                let (entry, json) = self.entry(&m.slug)?;
+                Some(DiagnoseMatch {
+                    slug: &entry.slug,
+                    title: &json.title,
+                    title_zh: &json.title_zh,
+                    url: self.entry_url(&entry.slug),
+                    summary: &json.summary,
+                    score: rounded(m.score),
+                    confidence: m.confidence.into(),
+                    evidence: m.evidence.iter().map(Evidence::from).collect(),
+                })
+            })
+            .collect();
+        let parsed = &d.parsed;
+        DiagnoseResponse {
+            verdict: d.verdict.into(),
+            matches,
+            closest: d.closest.iter().filter_map(|h| self.hit(h)).collect(),
+            parsed: ParsedSummary {
+                lines: d.lines,
+                distinct_lines: d.distinct_lines,
+                truncated: d.truncated,
+                root_cause: parsed.root_exception().map(Exception::from),
+                exceptions: parsed.exceptions.iter().map(Exception::from).collect(),
+                first_failure: parsed.first_failure.as_ref().map(RootCause::from),
+                dangling_frames: parsed.dangling_frames.iter().map(Frame::from).collect(),
+                error_codes: parsed.error_codes.clone(),
+                versions: parsed.versions.clone(),
+            },
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SearchResponse<'a> {
+    /// The query as searched (trimmed).
+    pub query: String,
+    pub tag: Option<String>,
+    pub hits: Vec<SearchHit<'a>>,
+}
+
+impl SearchResponse<'_> {
+    /// About the bytes this takes as JSON.
+    pub fn size(&self) -> usize {
+        64 + self.query.len() + self.hits.iter().map(SearchHit::size).sum::<usize>()
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SearchHit<'a> {
+    pub slug: &'a str,
+    #[schema(value_type = String)]
+    pub title: &'a RawValue,
+    #[schema(value_type = String)]
+    pub title_zh: &'a RawValue,
+    /// The entry's page (absolute when the server knows its public URL).
+    pub url: String,
+    #[schema(value_type = String)]
+    pub summary: &'a RawValue,
+    /// An excerpt around the matched words.
+    pub snippet: String,
+    /// Relevance, larger is better; only the order within one answer means anything.
+    pub score: f64,
+    pub tags: &'a [String],
+}
+
+impl SearchHit<'_> {
+    fn size(&self) -> usize {
+        128 + self.slug.len() * 2
+            + [self.title, self.title_zh, self.summary]
+                .iter()
+                .map(|t| t.get().len())
+                .sum::<usize>()
+            + self.snippet.len()
+            + 16 * self.tags.len()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Matched,
+    NoMatch,
+}
+
+impl From<diagnose::Verdict> for Verdict {
+    fn from(v: diagnose::Verdict) -> Verdict {
+        match v {
+            diagnose::Verdict::Matched => Verdict::Matched,
+            diagnose::Verdict::NoMatch => Verdict::NoMatch,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DiagnoseResponse<'a> {
+    pub verdict: Verdict,
+    pub matches: Vec<DiagnoseMatch<'a>>,
+    /// With `no_match`: nearest entries by full text, not a diagnosis.
+    pub closest: Vec<SearchHit<'a>>,
+    pub parsed: ParsedSummary,
+}
+
+impl DiagnoseResponse<'_> {
+    /// About the bytes this takes as JSON.
+    pub fn size(&self) -> usize {
+        let matches: usize = self.matches.iter().map(DiagnoseMatch::size).sum();
+        let closest: usize = self.closest.iter().map(SearchHit::size).sum();
+        1024 + matches + closest
+    }
+
+    /// Cuts every text to `max_chars` characters and every list of the parsed summary
+    /// and of evidence to `max_items`; true when anything was cut.
+    pub fn clip(&mut self, max_chars: usize, max_items: usize) -> bool {
+        let mut cut = false;
+        let mut text = |s: &mut String| cut |= clip_chars(s, max_chars);
+        for m in &mut self.matches {
+            for e in &mut m.evidence {
+                text(&mut e.text);
+            }
+        }
+        for h in &mut self.closest {
+            text(&mut h.snippet);
+        }
+        let p = &mut self.parsed;
+        for e in p.root_cause.iter_mut().chain(&mut p.exceptions) {
+            text(&mut e.message);
+            text(&mut e.qualified);
+        }
+        for s in p.error_codes.iter_mut().chain(&mut p.versions) {
+            text(s);
+        }
+        if let Some(t) = p.first_failure.as_mut().and_then(|f| f.traceback.as_mut()) {
+            text(t);
+        }
+        cut |= truncate(&mut p.exceptions, max_items);
+        cut |= truncate(&mut p.dangling_frames, max_items);
+        cut |= truncate(&mut p.error_codes, max_items);
+        cut |= truncate(&mut p.versions, max_items);
+        for e in p.root_cause.iter_mut().chain(&mut p.exceptions) {
+            cut |= truncate(&mut e.frames, max_items);
+        }
+        for m in &mut self.matches {
+            cut |= truncate(&mut m.evidence, max_items);
+        }
+        cut
+    }
+}
+
+/// `text` cut to `max_chars` characters, with `…` where it was cut; true when cut.
+fn clip_chars(text: &mut String, max_chars: usize) -> bool {
+    match text.char_indices().nth(max_chars) {
+        None => false,
+        Some((at, _)) => {
+            text.truncate(at);
+            text.push('…');
+            true
+        }
+    }
+}
+
+fn truncate<T>(items: &mut Vec<T>, max: usize) -> bool {
+    let cut = items.len() > max;
+    items.truncate(max);
+    cut
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DiagnoseMatch<'a> {
+    pub slug: &'a str,
+    #[schema(value_type = String)]
+    pub title: &'a RawValue,
+    #[schema(value_type = String)]
+    pub title_zh: &'a RawValue,
+    pub url: String,
+    #[schema(value_type = String)]
+    pub summary: &'a RawValue,
+    /// Relevance, larger is better; only the order within one answer means anything.
+    pub score: f64,
+    pub confidence: Confidence,
+    /// The paste lines that led to this match.
+    pub evidence: Vec<Evidence>,
+}
+
+impl DiagnoseMatch<'_> {
+    fn size(&self) -> usize {
+        256 + self.slug.len()
+            + [self.title, self.title_zh, self.summary]
+                .iter()
+                .map(|t| t.get().len())
+                .sum::<usize>()
+            + self
+                .evidence
+                .iter()
+                .map(|e| 128 + e.text.len())
+                .sum::<usize>()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    Low,
+    Medium,
+    High,
+}
+
+impl From<diagnose::Confidence> for Confidence {
+    fn from(c: diagnose::Confidence) -> Confidence {
+        match c {
+            diagnose::Confidence::Low => Confidence::Low,
+            diagnose::Confidence::Medium => Confidence::Medium,
+            diagnose::Confidence::High => Confidence::High,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EvidenceKind {
+    /// A strong signature of the entry fired on this line.
+    Signature,
+    /// A weak signature (a wrapper or generic code) fired on this line.
+    WeakSignature,
+    /// Words of this line occur in the entry.
+    Text,
+}
+
+/// One paste line that led to a match.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Evidence {
+    /// 1-based line number in the paste.
+    pub line: usize,
+    /// The line, cleaned of prefixes.
+    pub text: String,
+    pub kind: EvidenceKind,
+    /// The signature that fired, as the entry writes it.
+    pub signature: Option<String>,
+    /// For text evidence, the shared words (analysed form).
+    pub terms: Vec<String>,
+    /// Byte range of `text` the signature matched.
+    pub span: Option<(usize, usize)>,
+}
+
+impl From<&diagnose::Evidence> for Evidence {
+    fn from(e: &diagnose::Evidence) -> Evidence {
+        Evidence {
+            line: e.line,
+            text: e.text.clone(),
+            kind: match e.kind {
+                diagnose::EvidenceKind::Signature => EvidenceKind::Signature,
+                diagnose::EvidenceKind::WeakSignature => EvidenceKind::WeakSignature,
+                diagnose::EvidenceKind::Text => EvidenceKind::Text,
+            },
+            signature: e.signature.clone(),
+            terms: e.terms.clone(),
+            span: e.span,
+        }
+    }
+}
+
+/// What errbook understood of the paste.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ParsedSummary {
+    /// Lines pasted.
+    pub lines: usize,
+    /// Lines left once repeats are dropped.
+    pub distinct_lines: usize,
+    /// True when the paste was too large and ordinary lines were dropped.
+    pub truncated: bool,
+    /// The exception that started the failure, rather than a wrapper reporting it.
+    pub root_cause: Option<Exception>,
+    pub exceptions: Vec<Exception>,
+    /// torchrun's "Root Cause (first observed failure)" block.
+    pub first_failure: Option<RootCause>,
+    /// Frames of a traceback that was cut before its exception line.
+    pub dangling_frames: Vec<Frame>,
+    /// NCCL and CUDA error codes (`ncclInvalidUsage`, `CUDA error: out of memory`).
+    pub error_codes: Vec<String>,
+    /// Versions mentioned (`NCCL 2.18.1`, `torch 2.1.0`, `CUDA 12.1`).
+    pub versions: Vec<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Exception {
+    /// Type as printed, without its module (`DistBackendError`).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Fully qualified type when printed with its module.
+    pub qualified: String,
+    pub message: String,
+    /// Paste line number (1-based).
+    pub line: usize,
+    pub rank: Option<u32>,
+    /// Wrapper exceptions report another failure (`ChildFailedError`).
+    pub wrapper: bool,
+    /// Innermost call last, as Python prints them.
+    pub frames: Vec<Frame>,
+}
+
+impl From<&diagnose::Exception> for Exception {
+    fn from(e: &diagnose::Exception) -> Exception {
+        Exception {
+            kind: e.kind.clone(),
+            qualified: e.qualified.clone(),
+            message: e.message.clone(),
+            line: e.line,
+            rank: e.rank,
+            wrapper: e.wrapper,
+            frames: e.frames.iter().map(Frame::from).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Frame {
+    /// File name without directories (`distributed.py`).
+    pub file: String,
+    pub function: String,
+}
+
+impl From<&diagnose::Frame> for Frame {
+    fn from(f: &diagnose::Frame) -> Frame {
+        Frame {
+            file: f.file.clone(),
+            function: f.function.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RootCause {
+    pub rank: Option<u32>,
+    pub local_rank: Option<u32>,
+    pub exitcode: Option<i32>,
+    pub host: Option<String>,
+    /// The block's traceback field when it holds more than the "To enable traceback" hint.
+    pub traceback: Option<String>,
+}
+
+impl From<&diagnose::RootCause> for RootCause {
+    fn from(r: &diagnose::RootCause) -> RootCause {
+        RootCause {
+            rank: r.rank,
+            local_rank: r.local_rank,
+            exitcode: r.exitcode,
+            host: r.host.clone(),
+            traceback: r.traceback.clone(),
+        }
+    }
+}
+
+/// `T`'s JSON Schema with every schema it refers to written in place: what an MCP
+/// client reads as a tool's `outputSchema`, from the same types the OpenAPI document
+/// describes.
+pub fn json_schema<T: ToSchema>() -> Value {
+    let mut parts = Vec::new();
+    T::schemas(&mut parts);
+    let parts: serde_json::Map<String, Value> = parts
+        .into_iter()
+        .map(|(name, schema)| (name, serde_json::to_value(schema).unwrap_or_default()))
+        .collect();
+    let mut root = serde_json::to_value(T::schema()).unwrap_or_default();
+    inline_refs(&mut root, &parts);
+    root
+}
+
+fn inline_refs(value: &mut Value, parts: &serde_json::Map<String, Value>) {
+    match value {
+        Value::Object(map) => {
+            let target = map
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix("#/components/schemas/"))
+                .and_then(|name| parts.get(name));
+            if let Some(target) = target {
+                *value = target.clone();
+                inline_refs(value, parts);
+            } else {
+                map.values_mut().for_each(|v| inline_refs(v, parts));
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| inline_refs(v, parts)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_escaped_once_read_back_as_written() {
+        for text in [
+            "",
+            "plain",
+            "quotes \" and \\ backslashes",
+            "a line break\nand a tab\t and a control \u{1}",
+            "显存不足：CUDA out of memory </script> & <b>",
+        ] {
+            let json = raw(text);
+            assert_eq!(serde_json::from_str::<String>(json.get()).unwrap(), text);
+            // What serde_json would have written in the answer itself.
+            assert_eq!(json.get(), serde_json::to_string(text).unwrap());
+        }
+    }
+
+    #[test]
+    fn the_schema_of_an_answer_refers_to_nothing_outside_it() {
+        let schema = json_schema::<DiagnoseResponse>().to_string();
+        assert!(!schema.contains("$ref"), "{schema}");
+        for field in ["verdict", "matches", "evidence", "root_cause", "closest"] {
+            assert!(schema.contains(field), "{field} missing from {schema}");
+        }
+    }
+
+    #[test]
+    fn clipping_cuts_texts_and_lists_and_says_so() {
+        let mut s = "héllo wörld".to_string();
+        assert!(clip_chars(&mut s, 5));
+        assert_eq!(s, "héllo…");
+        let mut short = "ok".to_string();
+        assert!(!clip_chars(&mut short, 5));
+        let mut items = vec![1, 2, 3];
+        assert!(truncate(&mut items, 2));
+        assert_eq!(items, [1, 2]);
+        assert!(!truncate(&mut items, 2));
+    }
+}

@@ -319,7 +319,7 @@ fn rank(
         if scored.len() >= wanted && without_coverage + policy::COVERAGE < scored[wanted - 1].1 {
             break;
         }
-        let coverage = index.coverage(terms, &index.kb().entries()[entry].slug);
+        let coverage = index.coverage(terms, entry);
         let score = candidates.get(entry).claim.score(coverage);
         let at = scored.partition_point(|s| s.1 > score || (s.1 == score && s.0 < entry));
         scored.insert(at, (entry, score, coverage));
@@ -349,7 +349,7 @@ fn verdict(
         let claim = &candidates.get(entry).claim;
         let explained = match &root_terms {
             Some(terms) if claim.strong == 0 => {
-                Some(index.explains(terms, &index.kb().entries()[entry].slug)?)
+                Some(index.explains(terms, entry)?)
             }
             _ => None,
         };
@@ -404,8 +404,8 @@ pub(super) fn diagnose(
                 runner_up,
             });
             let confidence = policy::confidence(&c.claim, lead);
+            let shared = || index.shared_terms(&terms, entry);
             let entry = &kb.entries()[entry];
-            let shared = || index.shared_terms(&terms, &entry.slug);
             let evidence = evidence(paste, evidence_lines, candidates.fired(c), entry, shared);
             matches.push(Match {
                 slug: entry.slug.clone(),

@@ -62,8 +62,7 @@ impl Segmenter {
     /// A segmenter for `texts` that does not wait for jieba's whole dictionary (unless
     /// that is loaded already: then it is the one): it holds only the dictionary words
     /// whose every character, and every two characters next to each other, occur so
-    /// in the Chinese of `texts`. For the shipped kb that is one word in thirty, read
-    /// and loaded in 25–35 ms instead of ~100.
+    /// in the Chinese of `texts` (for the shipped kb, one word in thirty).
     ///
     /// It segments those texts exactly as the whole dictionary does. jieba segments a
     /// run of Chinese by the dictionary words that occur in it, their frequencies, the

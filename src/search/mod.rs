@@ -394,33 +394,34 @@ impl SearchIndex {
         })
     }
 
-    /// How much of a text's vocabulary (`query_terms`) the entry `slug` shares, so
+    /// How much of a text's vocabulary (`query_terms`) entry number `entry` (its
+    /// position in `kb().entries()`) shares, so
     /// sharing only common words scores low: the idf-weighted share of the text's
     /// distinct terms that occur in the entry, 0..=1.
-    pub fn coverage(&self, query: &QueryTerms, slug: &str) -> f32 {
+    pub fn coverage(&self, query: &QueryTerms, entry: usize) -> f32 {
         let total: f32 = query.weights.iter().sum();
         if total <= 0.0 {
             return 0.0;
         }
-        let found: f32 = self.shared(query, slug).map(|(_, weight)| weight).sum();
+        let found: f32 = self.shared(query, entry).map(|(_, weight)| weight).sum();
         found / total
     }
 
-    /// The terms of `query` that occur in the entry `slug`, rarest first (analysed
+    /// The terms of `query` that occur in entry number `entry`, rarest first (analysed
     /// form: lowercased, stemmed).
-    pub fn shared_terms(&self, query: &QueryTerms, slug: &str) -> Vec<String> {
-        let mut shared: Vec<(&str, f32)> = self.shared(query, slug).collect();
+    pub fn shared_terms(&self, query: &QueryTerms, entry: usize) -> Vec<String> {
+        let mut shared: Vec<(&str, f32)> = self.shared(query, entry).collect();
         shared.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         shared.into_iter().map(|(t, _)| t.to_string()).collect()
     }
 
-    /// (term, weight) of the terms of `query` that occur in the entry `slug`.
+    /// (term, weight) of the terms of `query` that occur in entry number `entry`.
     fn shared<'q>(
         &self,
         query: &'q QueryTerms,
-        slug: &str,
+        entry: usize,
     ) -> impl Iterator<Item = (&'q str, f32)> + 'q {
-        let ordinal = self.kb.position(slug).map(|p| self.ordinal_of[p]);
+        let ordinal = self.ordinal_of.get(entry).copied();
         query
             .terms
             .iter()
@@ -437,17 +438,14 @@ impl SearchIndex {
         self.describing.best(text)
     }
 
-    /// How completely one passage of entry `slug` (a signature, an example line, a body
+    /// How completely one passage of entry number `entry` (a signature, an example line, a body
     /// line) holds the words of a text: the idf-weighted share of the text's distinct
     /// terms found in the entry's best passage, 0..=1. Words scattered over a long entry
     /// do not count; a message the entry quotes does. `query` is `query_terms(text)`,
     /// computed once for several entries. The cost grows with the entry's passages,
     /// not with the knowledge base.
-    pub fn explains(&self, query: &QueryTerms, slug: &str) -> Result<f32, SearchError> {
+    pub fn explains(&self, query: &QueryTerms, entry: usize) -> Result<f32, SearchError> {
         let total: f32 = query.weights.iter().sum();
-        let Some(entry) = self.kb.position(slug) else {
-            return Ok(0.0);
-        };
         let passages = self.quoting.passages_of(entry);
         if total <= 0.0 || passages.is_empty() {
             return Ok(0.0);

@@ -111,7 +111,7 @@ pub struct Analysed {
 }
 
 /// An analyzer's terms with their positions, kept in one string: a long query holds
-/// hundreds, and one allocation each was a tenth of analysing it.
+/// hundreds, and this makes them one allocation rather than one each.
 #[derive(Debug, Clone, Default)]
 struct Terms {
     text: String,

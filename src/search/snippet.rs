@@ -4,8 +4,7 @@
 //! The query's analysed terms (lowercase words and their stems, identifier parts,
 //! Chinese words and characters) nearly always occur verbatim in the text they came
 //! from, as the start of the word they were made of. So an excerpt is found with one
-//! multi-pattern scan of the raw text rather than by analysing it (which cost about
-//! 80 µs a hit, most of a new search): a term counts where it starts a word or an
+//! multi-pattern scan of the raw text rather than by analysing it again: a term counts where it starts a word or an
 //! identifier part (`Invalid` in `ncclInvalidUsage`), and the mark covers the rest of
 //! that word or part (`hang` marks `hangs`). Chinese terms count anywhere. A stem that
 //! is not a prefix of its word (`timing` stems to `time`) is not marked there.

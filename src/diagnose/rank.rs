@@ -348,9 +348,7 @@ fn verdict(
         let (entry, _, coverage) = ranked[position];
         let claim = &candidates.get(entry).claim;
         let explained = match &root_terms {
-            Some(terms) if claim.strong == 0 => {
-                Some(index.explains(terms, entry)?)
-            }
+            Some(terms) if claim.strong == 0 => Some(index.explains(terms, entry)?),
             _ => None,
         };
         if policy::supports(claim, coverage, explained) {

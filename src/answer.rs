@@ -136,6 +136,7 @@ impl<'a> Answers<'a> {
             verdict: d.verdict.into(),
             matches,
             closest: d.closest.iter().filter_map(|h| self.hit(h)).collect(),
+            triage: Triage::new(&d.triage, parsed.root_exception()),
             parsed: ParsedSummary {
                 lines: d.lines,
                 distinct_lines: d.distinct_lines,
@@ -199,7 +200,11 @@ impl SearchHit<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
+    /// The first match is the answer.
     Matched,
+    /// Candidates worth a look; none is certain.
+    Possible,
+    /// No entry fits; `closest` lists the nearest by text.
     NoMatch,
 }
 
@@ -207,6 +212,7 @@ impl From<diagnose::Verdict> for Verdict {
     fn from(v: diagnose::Verdict) -> Verdict {
         match v {
             diagnose::Verdict::Matched => Verdict::Matched,
+            diagnose::Verdict::Possible => Verdict::Possible,
             diagnose::Verdict::NoMatch => Verdict::NoMatch,
         }
     }
@@ -218,6 +224,8 @@ pub struct DiagnoseResponse<'a> {
     pub matches: Vec<DiagnoseMatch<'a>>,
     /// With `no_match`: nearest entries by full text, not a diagnosis.
     pub closest: Vec<SearchHit<'a>>,
+    /// What happened, from the paste alone, whatever the verdict.
+    pub triage: Triage,
     pub parsed: ParsedSummary,
 }
 
@@ -241,6 +249,10 @@ impl DiagnoseResponse<'_> {
         }
         for h in &mut self.closest {
             text(&mut h.snippet);
+        }
+        text(&mut self.triage.summary);
+        for c in &mut self.triage.consequences {
+            text(&mut c.text);
         }
         let p = &mut self.parsed;
         for e in p.root_cause.iter_mut().chain(&mut p.exceptions) {
@@ -436,6 +448,7 @@ impl From<&diagnose::Exception> for Exception {
 pub struct Frame {
     /// File name without directories (`distributed.py`).
     pub file: String,
+    pub line: u32,
     pub function: String,
 }
 
@@ -443,6 +456,7 @@ impl From<&diagnose::Frame> for Frame {
     fn from(f: &diagnose::Frame) -> Frame {
         Frame {
             file: f.file.clone(),
+            line: f.line,
             function: f.function.clone(),
         }
     }
@@ -454,6 +468,7 @@ pub struct RootCause {
     pub local_rank: Option<u32>,
     pub exitcode: Option<i32>,
     pub host: Option<String>,
+    pub time: Option<String>,
     /// The block's traceback field when it holds more than the "To enable traceback" hint.
     pub traceback: Option<String>,
 }
@@ -465,9 +480,129 @@ impl From<&diagnose::RootCause> for RootCause {
             local_rank: r.local_rank,
             exitcode: r.exitcode,
             host: r.host.clone(),
+            time: r.time.clone(),
             traceback: r.traceback.clone(),
         }
     }
+}
+
+/// What a paste says happened, matched or not.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Triage {
+    /// In a sentence or three: who failed first with what and where, what follows from
+    /// it, what the exit means. Empty when the paste says none of it.
+    pub summary: String,
+    pub first_failure: Option<FirstFailure>,
+    /// The innermost frame of the root-cause traceback in the user's own code.
+    pub user_frame: Option<UserFrame>,
+    /// Errors that follow from the first failure rather than cause it.
+    pub consequences: Vec<Consequence>,
+    /// Exit codes and signals, with what they usually mean.
+    pub exits: Vec<Exit>,
+    /// Versions and environment named in the paste.
+    pub environment: Vec<Fact>,
+}
+
+impl Triage {
+    fn new(t: &diagnose::Triage, root: Option<&diagnose::Exception>) -> Triage {
+        Triage {
+            summary: t.summary(root),
+            first_failure: t.first_failure.as_ref().map(|f| FirstFailure {
+                rank: f.rank,
+                host: f.host.clone(),
+                time: f.time.clone(),
+                known_from: match f.known_from {
+                    diagnose::KnownFrom::RootCauseBlock => KnownFrom::RootCauseBlock,
+                    diagnose::KnownFrom::FirstRankedException => KnownFrom::FirstRankedException,
+                },
+            }),
+            user_frame: t.user_frame.as_ref().map(|f| UserFrame {
+                path: f.path.clone(),
+                file: f.file.clone(),
+                line: f.line,
+                function: f.function.clone(),
+            }),
+            consequences: (t.consequences.iter())
+                .map(|c| Consequence {
+                    line: c.line,
+                    rank: c.rank,
+                    kind: c.kind.as_str(),
+                    why: c.kind.explanation(),
+                    text: c.text.clone(),
+                })
+                .collect(),
+            exits: (t.exits.iter())
+                .map(|e| Exit {
+                    line: e.line,
+                    code: e.code,
+                    signal: e.signal,
+                    meaning: e.meaning,
+                })
+                .collect(),
+            environment: (t.environment.iter())
+                .map(|f| Fact {
+                    name: f.name,
+                    value: f.value.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FirstFailure {
+    pub rank: Option<u32>,
+    pub host: Option<String>,
+    /// When, as the launcher printed it.
+    pub time: Option<String>,
+    pub known_from: KnownFrom,
+}
+
+/// How the first failure was told apart.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KnownFrom {
+    /// torchrun's "Root Cause (first observed failure)" block.
+    RootCauseBlock,
+    /// The first exception printed with a rank prefix.
+    FirstRankedException,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UserFrame {
+    pub path: String,
+    pub file: String,
+    pub line: u32,
+    pub function: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Consequence {
+    /// 1-based paste line.
+    pub line: usize,
+    pub rank: Option<u32>,
+    /// `launcher_stops_survivors`, `peer_connection_lost`, `watchdog_timeout` or
+    /// `launcher_summary`.
+    pub kind: &'static str,
+    /// Why it follows from the first failure.
+    pub why: &'static str,
+    pub text: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Exit {
+    /// 1-based paste line.
+    pub line: usize,
+    /// As printed: negative for a signal under torchrun, 128 + the signal from a shell.
+    pub code: i32,
+    pub signal: Option<&'static str>,
+    pub meaning: &'static str,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Fact {
+    pub name: &'static str,
+    pub value: String,
 }
 
 /// `T`'s JSON Schema with every schema it refers to written in place: what an MCP

@@ -72,6 +72,30 @@ impl Score {
     }
 }
 
+/// How often each kind of answer was right: by verdict and the top match's
+/// confidence, (answers, right ones). An answer is right when its top match is one
+/// of the expected entries; `no_match` is right when none was expected.
+#[derive(Default)]
+struct Reliability(BTreeMap<(&'static str, &'static str), (usize, usize)>);
+
+impl Reliability {
+    fn add(&mut self, verdict: &'static str, confidence: &'static str, right: bool) {
+        let cell = self.0.entry((verdict, confidence)).or_default();
+        cell.0 += 1;
+        cell.1 += usize::from(right);
+    }
+
+    fn print(&self) {
+        println!("reliability (verdict, confidence: answers, right, share right):");
+        for ((verdict, confidence), (n, right)) in &self.0 {
+            println!(
+                "  {verdict:<9} {confidence:<7} {n:>4} {right:>4}  {:.3}",
+                *right as f64 / *n as f64
+            );
+        }
+    }
+}
+
 pub fn run(kb_dir: &Path, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode> {
     let manifest = dir.join("manifest.tsv");
     let text = std::fs::read_to_string(&manifest)
@@ -104,6 +128,7 @@ pub fn run(kb_dir: &Path, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode>
     let mut baseline = Score::default();
     let mut by_kind: BTreeMap<String, (Score, Score)> = BTreeMap::new();
     let mut misses = Vec::new();
+    let mut reliability = Reliability::default();
     for case in &cases {
         let path = dir.join(&case.file);
         let paste =
@@ -141,6 +166,11 @@ pub fn run(kb_dir: &Path, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode>
         } else {
             ranked.first().is_some_and(|s| case.expected.contains(s))
         };
+        reliability.add(
+            d.verdict.as_str(),
+            d.matches.first().map_or("-", |m| m.confidence.as_str()),
+            right,
+        );
         if !right {
             let got = if rejected {
                 format!(
@@ -172,6 +202,7 @@ pub fn run(kb_dir: &Path, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode>
             b.row()
         );
     }
+    reliability.print();
     if misses.is_empty() {
         println!("misses: none");
     } else {

@@ -267,47 +267,41 @@ fn diagnose(
         println!("{}", serde_json::to_string_pretty(&answers.diagnosis(&d))?);
         return Ok(ExitCode::SUCCESS);
     }
-    if let Some(root) = d.parsed.root_exception() {
-        println!(
-            "root cause: {}: {} (line {})",
-            root.kind,
-            clip(&root.message, 160),
-            root.line
-        );
-    }
-    if let Some(first) = &d.parsed.first_failure
-        && let Some(rank) = first.rank
-    {
-        println!("first failing rank: {rank}");
-    }
+    let summary = d.triage.summary(d.parsed.root_exception());
     match d.verdict {
-        Verdict::NoMatch => {
-            println!("no known problem matches this paste.");
-            for hit in &d.closest {
-                if let Some(e) = kb.get(&hit.slug) {
-                    println!("  closest by text: {} [{}]", e.title, e.slug);
-                }
+        Verdict::NoMatch => println!("no known entry matches this paste."),
+        Verdict::Possible => println!("no sure answer; these entries might be related:"),
+        Verdict::Matched => {}
+    }
+    if !summary.is_empty() {
+        println!("{summary}");
+    }
+    for fact in &d.triage.environment {
+        println!("  {}: {}", fact.name, fact.value);
+    }
+    if d.verdict == Verdict::NoMatch {
+        for hit in &d.closest {
+            if let Some(e) = kb.get(&hit.slug) {
+                println!("  closest by text: {} [{}]", e.title, e.slug);
             }
         }
-        Verdict::Matched => {
-            for (i, m) in d.matches.iter().enumerate() {
-                let Some(e) = kb.get(&m.slug) else { continue };
-                println!(
-                    "\n{}. {} [{}] — {} confidence",
-                    i + 1,
-                    e.title,
-                    e.slug,
-                    m.confidence.as_str()
-                );
-                if i == 0 {
-                    println!("   {}", e.summary);
-                }
-                for ev in &m.evidence {
-                    let why = ev.signature.clone().unwrap_or_else(|| ev.terms.join(", "));
-                    println!("   line {:>5}: {}", ev.line, clip(&ev.text, 120));
-                    println!("               matched {why}");
-                }
-            }
+    }
+    for (i, m) in d.matches.iter().enumerate() {
+        let Some(e) = kb.get(&m.slug) else { continue };
+        let answer = d.verdict == Verdict::Matched && i == 0;
+        println!(
+            "\n{}. {} [{}] — {}{} confidence",
+            i + 1,
+            e.title,
+            e.slug,
+            if answer { "the answer, " } else { "" },
+            m.confidence.as_str()
+        );
+        if answer {
+            println!("   {}", e.summary);
+        }
+        for ev in &m.evidence {
+            println!("   line {:>5}: {}", ev.line, clip(&ev.text, 120));
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -137,12 +137,11 @@ async fn a_question_in_words_is_answered_from_full_text() {
     let d =
         diagnose("why does GPU 0 use more memory than the other GPUs when I load a checkpoint?")
             .await;
-    assert_eq!(d["verdict"], "matched");
-    assert_eq!(top(&d), "gpu0-imbalance");
-    assert_ne!(
-        d["matches"][0]["confidence"], "high",
-        "words alone are never high confidence"
+    assert_eq!(
+        d["verdict"], "possible",
+        "words alone are never high confidence, so never the answer"
     );
+    assert_eq!(top(&d), "gpu0-imbalance");
     let d = diagnose("多卡训练 0 号卡显存不均衡").await;
     assert_eq!(top(&d), "gpu0-imbalance");
 }
@@ -300,5 +299,46 @@ async fn a_large_paste_answers_the_same_from_a_blocking_thread() {
             "{}",
             mcp.body
         );
+    }
+}
+
+#[tokio::test]
+async fn every_answer_carries_the_triage_of_its_paste() {
+    // The shipped kb knows no entry for this (tests/pastes/snapshots.tsv: NoMatch);
+    // whatever the verdict, the triage says what happened.
+    let text = include_str!("pastes/python-keyerror-rank1.txt");
+    let d = diagnose(text).await;
+    let triage = &d["triage"];
+    assert_eq!(
+        triage["summary"],
+        "Rank 1 failed first: KeyError: 'warmup_steps' (in train.py line 13, in main). \
+         Rank 0's \"RuntimeError: Connection closed by peer [127.0.0.1]:29500\" follows \
+         from it. The launcher's ChildFailedError only reports it.",
+        "{triage:#}"
+    );
+    assert_eq!(triage["first_failure"]["rank"], 1);
+    assert_eq!(triage["first_failure"]["host"], "node-a");
+    assert_eq!(triage["first_failure"]["known_from"], "root_cause_block");
+    assert_eq!(triage["user_frame"]["file"], "train.py");
+    assert_eq!(triage["user_frame"]["line"], 13);
+    let kinds: Vec<&str> = triage["consequences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["peer_connection_lost", "launcher_summary"]);
+    assert_eq!(triage["exits"][0]["code"], 1);
+}
+
+#[tokio::test]
+async fn errors_of_other_tools_are_not_answered_with_an_entry() {
+    for text in [
+        include_str!("pastes/npm-eresolve.txt"),
+        include_str!("pastes/rust-panic.txt"),
+        include_str!("pastes/go-nil-pointer.txt"),
+    ] {
+        let d = diagnose(text).await;
+        assert_eq!(d["verdict"], "no_match", "{text}\n{d:#}");
     }
 }

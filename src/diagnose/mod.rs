@@ -8,6 +8,7 @@ mod paste;
 mod policy;
 mod rank;
 mod request;
+mod triage;
 
 use std::sync::Arc;
 
@@ -19,6 +20,7 @@ pub use parse::{Exception, Frame, Parsed, RootCause, parse};
 pub use paste::{Line, Paste, looks_like_error};
 pub use rank::{Confidence, Diagnosis, Evidence, EvidenceKind, Match, Verdict};
 pub use request::{DEFAULT_MATCHES, MAX_MATCHES, Pasted, Request, RequestError};
+pub use triage::{Consequence, ConsequenceKind, Exit, Fact, FirstFailure, KnownFrom, Triage};
 
 /// The knowledge base ready for diagnosis: its index, whose `Kb` holds the signatures.
 pub struct Diagnoser {

@@ -23,8 +23,29 @@ const WRAPPERS: [&str; 6] = [
 pub struct Frame {
     /// File name without directories (`distributed.py`).
     pub file: String,
+    /// The path as printed (`/opt/conda/lib/python3.10/site-packages/torch/...`).
+    pub path: String,
+    /// Line number in the file.
+    pub line: u32,
     pub function: String,
 }
+
+impl Frame {
+    /// Whether the frame is in installed or standard-library code rather than the
+    /// user's own: a `site-packages` or `dist-packages` folder, the Python library
+    /// folder, or frozen and generated code (`<frozen runpy>`, `<string>`).
+    pub fn is_library(&self) -> bool {
+        let path = self.path.replace('\\', "/");
+        path.contains("site-packages/")
+            || path.contains("dist-packages/")
+            || path.starts_with('<')
+            || LIBRARY_DIR.is_match(&path)
+    }
+}
+
+/// The standard library's folder: `/usr/lib/python3.10/`, `.../lib/python3.11/`.
+static LIBRARY_DIR: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?:^|/)lib(?:64)?/python\d(?:\.\d+)?/").unwrap());
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Exception {
@@ -51,6 +72,8 @@ pub struct RootCause {
     pub local_rank: Option<u32>,
     pub exitcode: Option<i32>,
     pub host: Option<String>,
+    /// When it failed, as torchrun prints it (`2024-05-01_10:00:00`).
+    pub time: Option<String>,
     /// The block's traceback field when it holds more than the "To enable traceback" hint.
     pub traceback: Option<String>,
 }
@@ -109,10 +132,10 @@ static CPP_THROW: LazyLock<Regex> = LazyLock::new(|| {
 static CPP_WHAT: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\s*what\(\):\s*(?P<msg>.*)$").unwrap());
 static FRAME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"^\s*File "(?P<path>[^"]+)", line \d+, in (?P<func>[\w<>.]+)"#).unwrap()
+    Regex::new(r#"^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)"#).unwrap()
 });
 static FIELD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^\s*(?P<key>rank|host|exitcode|traceback)\s*:\s*(?P<value>.*)$").unwrap()
+    Regex::new(r"^\s*(?P<key>rank|host|exitcode|traceback|time)\s*:\s*(?P<value>.*)$").unwrap()
 });
 static CODES: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\b(?:nccl[A-Z][A-Za-z]+|cudaError\w+|CUDA error: [a-z][a-z -]+[a-z]|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+)").unwrap()
@@ -180,10 +203,12 @@ pub fn parse(paste: &Paste, text: &str, starts: &[usize]) -> Parsed {
         let found = |at: u32| found_on[i] & (1 << at) != 0;
         if TRACEBACK_START.find(text.as_bytes()).is_some() {
             frames.clear();
-        } else if let Some((path, function)) = frame(text) {
+        } else if let Some((path, number, function)) = frame(text) {
             let file = path.rsplit(['/', '\\']).next().unwrap_or(path).to_string();
             frames.push(Frame {
                 file,
+                path: path.to_string(),
+                line: number.parse().unwrap_or(0),
                 function: function.to_string(),
             });
         } else if let Some((qualified, kind, message)) = exception(text) {
@@ -255,8 +280,9 @@ fn two_groups<'t>(
     Some((caps.name(first)?.as_str(), caps.name(second)?.as_str()))
 }
 
-/// A Python traceback's frame line: (path, function), as `FRAME` captures them.
-fn frame(text: &str) -> Option<(&str, &str)> {
+/// A Python traceback's frame line: (path, line number, function), as `FRAME`
+/// captures them.
+fn frame(text: &str) -> Option<(&str, &str, &str)> {
     if text.is_ascii() {
         ascii_frame(text)
     } else {
@@ -265,15 +291,20 @@ fn frame(text: &str) -> Option<(&str, &str)> {
 }
 
 /// `FRAME`'s captures: for text that is not ASCII, and what tests hold `ascii_frame` to.
-fn frame_by_regex(text: &str) -> Option<(&str, &str)> {
-    two_groups(&FRAME, text, "path", "func")
+fn frame_by_regex(text: &str) -> Option<(&str, &str, &str)> {
+    let caps = FRAME.captures(text)?;
+    Some((
+        caps.name("path")?.as_str(),
+        caps.name("line")?.as_str(),
+        caps.name("func")?.as_str(),
+    ))
 }
 
 /// `FRAME` on ASCII text, by hand, without the regex's captures (the property test
 /// `ascii_frame_lines_read_as_the_regex_reads_them` keeps the two the same).
 /// Each part is a run that must end where the next literal begins (the path at the
 /// first quote, the line number at the comma), so no choice is ever taken back.
-fn ascii_frame(text: &str) -> Option<(&str, &str)> {
+fn ascii_frame(text: &str) -> Option<(&str, &str, &str)> {
     let rest = text
         .trim_start_matches(ASCII_SPACE)
         .strip_prefix("File \"")?;
@@ -284,12 +315,13 @@ fn ascii_frame(text: &str) -> Option<(&str, &str)> {
     if digits == 0 {
         return None;
     }
-    let rest = rest[digits..].strip_prefix(", in ")?;
+    let (number, rest) = rest.split_at(digits);
+    let rest = rest.strip_prefix(", in ")?;
     let func_len = rest
         .bytes()
         .take_while(|&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'<' | b'>' | b'.'))
         .count();
-    (func_len > 0).then(|| (path, &rest[..func_len]))
+    (func_len > 0).then(|| (path, number, &rest[..func_len]))
 }
 
 /// An exception line: (qualified name, kind, message if any), as `EXCEPTION`
@@ -380,7 +412,7 @@ fn field_by_regex(text: &str) -> Option<(&str, &str)> {
 /// of the line once more): one of the keys, a colon between spaces, the rest.
 fn ascii_field(text: &str) -> Option<(&str, &str)> {
     let rest = text.trim_start_matches(ASCII_SPACE);
-    let key = ["rank", "host", "exitcode", "traceback"]
+    let key = ["rank", "host", "exitcode", "traceback", "time"]
         .into_iter()
         .find(|key| rest.starts_with(key))?;
     let value = rest[key.len()..]
@@ -471,6 +503,7 @@ fn root_cause_block(lines: &[super::paste::Line]) -> RootCause {
                 root.exitcode = value.split_whitespace().next().and_then(|s| s.parse().ok());
             }
             "host" => root.host = Some(value.to_string()),
+            "time" => root.time = Some(value.to_string()),
             "traceback" if !value.starts_with("To enable traceback") => {
                 root.traceback = Some(value.to_string());
             }
@@ -528,6 +561,8 @@ mod tests {
             e.frames[1],
             Frame {
                 file: "distributed.py".into(),
+                path: "/opt/torch/nn/parallel/distributed.py".into(),
+                line: 655,
                 function: "__init__".into()
             }
         );
@@ -701,7 +736,8 @@ Root Cause (first observed failure):
             ),
             ("  rank      : ３", Some(("rank", "３"))),
             ("ranks : 3", None),
-            ("time : 2024-01-01", None),
+            ("time : 2024-01-01", Some(("time", "2024-01-01"))),
+            ("timeout : 30", None),
             ("x rank : 3", None),
             ("rank :\n 3", Some(("rank", "3"))),
             ("rank : 3\nhost: a", None),
@@ -712,26 +748,27 @@ Root Cause (first observed failure):
     }
 
     #[test]
-    fn frame_lines_give_their_path_and_function() {
+    fn frame_lines_give_their_path_line_and_function() {
         for (line, expected) in [
             (
                 r#"  File "/opt/conda/lib/python3.10/site-packages/torch/nn/parallel/distributed.py", line 1156, in forward"#,
                 Some((
                     "/opt/conda/lib/python3.10/site-packages/torch/nn/parallel/distributed.py",
+                    "1156",
                     "forward",
                 )),
             ),
             (
                 "\x0b\tFile \"train.py\", line 3, in <module>",
-                Some(("train.py", "<module>")),
+                Some(("train.py", "3", "<module>")),
             ),
             (
                 r#"File "a.py", line 12, in Model.step extra"#,
-                Some(("a.py", "Model.step")),
+                Some(("a.py", "12", "Model.step")),
             ),
             (
                 r#"File "训练.py", line 7, in 主函数"#,
-                Some(("训练.py", "主函数")),
+                Some(("训练.py", "7", "主函数")),
             ),
             (r#"File "", line 1, in f"#, None),
             (r#"File "a.py", line x, in f"#, None),
@@ -753,7 +790,7 @@ Root Cause (first observed failure):
 
             #[test]
             fn ascii_root_cause_fields_read_as_the_regex_reads_them(
-                line in "[ \t\x0b]{0,2}(rank|host|exitcode|traceback|ranks|hos)?[ \t\n]{0,2}:?[ \t\n]{0,2}[a-z0-9 :()\n]{0,8}"
+                line in "[ \t\x0b]{0,2}(rank|host|exitcode|traceback|time|ranks|hos)?[ \t\n]{0,2}:?[ \t\n]{0,2}[a-z0-9 :()\n]{0,8}"
             ) {
                 prop_assert_eq!(field(&line), field_by_regex(&line), "{:?}", line);
             }

@@ -24,13 +24,30 @@ use super::policy::{
     MOST_ENTRIES_PER_SIGNATURE, SHORT_PASTE_LINES, SHORT_PASTE_QUERY_LINES, TEXT_CANDIDATES,
     TEXT_EVIDENCE_LINES,
 };
+use super::triage::{Triage, triage};
 use crate::kb::SignatureMatch;
 use crate::search::{Analysed, Hit, QueryTerms, SearchError, SearchIndex, SearchQuery};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
+    /// The first match is the answer: evidence strong enough to be right nearly always
+    /// (see `policy::verdict`).
     Matched,
+    /// The evidence supports some entries, not firmly enough to call one the answer:
+    /// candidates worth a look.
+    Possible,
+    /// No entry is supported; `closest` holds the nearest by text.
     NoMatch,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Matched => "matched",
+            Verdict::Possible => "possible",
+            Verdict::NoMatch => "no_match",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -108,6 +125,9 @@ pub struct Diagnosis {
     /// With `no_match`: the nearest entries by full text, for the reader to judge.
     pub closest: Vec<Hit>,
     pub parsed: Parsed,
+    /// What happened, from parsing alone: first failure, own frame, consequences,
+    /// exits, environment.
+    pub triage: Triage,
     pub lines: usize,
     pub distinct_lines: usize,
     pub truncated: bool,
@@ -237,6 +257,35 @@ impl<'p> Reading<'p> {
         }
     }
 
+    /// The message an entry must explain to be the answer: the root-cause exception's
+    /// type and message; without a Python exception, in a paste that never names
+    /// anything of distributed training (a Rust or Go panic, an npm or Docker
+    /// failure), its first error lines, or its first line when none looks like an
+    /// error. `None` for a paste of the field without an exception (a question in
+    /// words, a log), or when the only exception is a launcher's wrapper.
+    fn error_message(&self) -> Option<String> {
+        if let Some(root) = self.parsed.root_exception() {
+            return (!root.wrapper).then(|| format!("{} {}", root.kind, root.message));
+        }
+        if policy::FIELD_WORDS.is_match(&self.text) {
+            return None;
+        }
+        let lines = || {
+            (self.paste.lines.iter())
+                .map(|l| l.text.trim())
+                .filter(|t| !t.is_empty())
+        };
+        let errors: Vec<&str> = lines()
+            .filter(|t| looks_like_error(t))
+            .take(policy::ERROR_LINES_EXPLAINED)
+            .collect();
+        if errors.is_empty() {
+            lines().next().map(str::to_string)
+        } else {
+            Some(errors.join(" "))
+        }
+    }
+
     /// A signature match as fired: on which line, where in it, and whether on the
     /// root-cause exception's lines.
     fn fired(&self, m: &SignatureMatch) -> (Fired, bool) {
@@ -328,18 +377,17 @@ fn rank(
     scored
 }
 
-/// The verdict: the best of the top `ANSWER_CANDIDATES` that the evidence supports
-/// moves first and the paste is `matched`; if none is, `no_match`.
-fn verdict(
+/// Whether any entry is supported: the best of the top `ANSWER_CANDIDATES` that the
+/// evidence supports moves first; if none is, false.
+fn supported(
     index: &SearchIndex,
     candidates: &Candidates,
-    parsed: &Parsed,
+    reading: &Reading,
     ranked: &mut Vec<Scored>,
-) -> Result<Verdict, SearchError> {
-    let root_text = parsed
-        .root_exception()
-        .filter(|e| !e.wrapper)
-        .map(|e| index.analyse(&query_words(&format!("{} {}", e.kind, e.message))));
+) -> Result<bool, SearchError> {
+    let root_text = reading
+        .error_message()
+        .map(|message| index.analyse(&query_words(&message)));
     let root_terms = root_text
         .as_ref()
         .map(|t| index.query_terms(t))
@@ -354,10 +402,10 @@ fn verdict(
         if policy::supports(claim, coverage, explained) {
             let chosen = ranked.remove(position);
             ranked.insert(0, chosen);
-            return Ok(Verdict::Matched);
+            return Ok(true);
         }
     }
-    Ok(Verdict::NoMatch)
+    Ok(false)
 }
 
 pub(super) fn diagnose(
@@ -380,7 +428,7 @@ pub(super) fn diagnose(
     );
     let terms = index.query_terms(signals.analysed)?;
     let mut ranked = rank(index, &candidates, &terms, limit.max(ANSWER_CANDIDATES) + 1);
-    let verdict = verdict(index, &candidates, &reading.parsed, &mut ranked)?;
+    let supported = supported(index, &candidates, &reading, &mut ranked)?;
 
     let mut matches = Vec::new();
     // Analysed only if some match has no signature to show.
@@ -390,7 +438,7 @@ pub(super) fn diagnose(
             EvidenceLines::new(index, &reading.lines, &signals.query, signals.analysed)
         })
     };
-    if verdict == Verdict::Matched {
+    if supported {
         let runner_up = ranked
             .get(1)
             .map(|s| (s.1, candidates.get(s.0).claim.strong > 0));
@@ -414,6 +462,7 @@ pub(super) fn diagnose(
             });
         }
     }
+    let verdict = policy::verdict(matches.first().map(|m| m.confidence));
     let closest = if verdict == Verdict::NoMatch {
         // Shown to the reader, so with snippets this time.
         std::sync::Arc::unwrap_or_clone(index.search(&SearchQuery::new(
@@ -424,10 +473,12 @@ pub(super) fn diagnose(
     } else {
         Vec::new()
     };
+    let triage = triage(paste, &reading.text, &reading.starts, &reading.parsed);
     Ok(Diagnosis {
         verdict,
         matches,
         closest,
+        triage,
         parsed: reading.parsed,
         lines: paste.total_lines,
         distinct_lines: paste.lines.len(),
@@ -697,9 +748,13 @@ fn evidence<'a, 'f>(
             false => EvidenceKind::Signature,
             true => EvidenceKind::WeakSignature,
         };
+        // A line shows once, with the first signature that fired on it.
         let Some(l) = paste.lines.get(fired.line) else {
             continue;
         };
+        if signature_lines.contains(&fired.line) {
+            continue;
+        }
         signature_lines.push(fired.line);
         let (text, span) = clip_around(&l.text, fired.span);
         out.push(Evidence {

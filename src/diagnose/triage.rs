@@ -1,0 +1,577 @@
+//! What a paste says happened, whether or not an entry explains it: the rank that
+//! failed first and its root-cause exception, the innermost frame in the user's own
+//! code, which other errors only follow from that failure, exit codes and signals in
+//! words, and the versions and environment the paste names.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::parse::{Exception, Frame, Parsed};
+use super::paste::Paste;
+
+/// Most consequences and exits listed.
+const MOST_LISTED: usize = 8;
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Triage {
+    /// The rank that failed first, when the paste says.
+    pub first_failure: Option<FirstFailure>,
+    /// The innermost frame of the root-cause traceback in the user's own code (not in
+    /// `site-packages` or the standard library).
+    pub user_frame: Option<Frame>,
+    /// Errors that follow from the first failure rather than cause it.
+    pub consequences: Vec<Consequence>,
+    /// Exit codes and signals, with what they usually mean.
+    pub exits: Vec<Exit>,
+    /// Versions and environment the paste names, in the order found.
+    pub environment: Vec<Fact>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirstFailure {
+    pub rank: Option<u32>,
+    pub host: Option<String>,
+    /// When, as printed (torchrun's root-cause block).
+    pub time: Option<String>,
+    pub known_from: KnownFrom,
+}
+
+/// How the first failure was told apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KnownFrom {
+    /// torchrun's "Root Cause (first observed failure)" block.
+    RootCauseBlock,
+    /// The first exception printed with a rank prefix (`[rank1]:`).
+    FirstRankedException,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Consequence {
+    /// 1-based paste line.
+    pub line: usize,
+    pub rank: Option<u32>,
+    pub kind: ConsequenceKind,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsequenceKind {
+    /// The launcher stopping the surviving ranks (`Sending process 123 closing signal
+    /// SIGTERM`).
+    LauncherStopsSurvivors,
+    /// Another rank lost its connection to the one that died.
+    PeerConnectionLost,
+    /// Another rank waited in a collective until its watchdog gave up.
+    WatchdogTimeout,
+    /// The launcher's summary that a worker failed (`ChildFailedError`).
+    LauncherSummary,
+}
+
+impl ConsequenceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConsequenceKind::LauncherStopsSurvivors => "launcher_stops_survivors",
+            ConsequenceKind::PeerConnectionLost => "peer_connection_lost",
+            ConsequenceKind::WatchdogTimeout => "watchdog_timeout",
+            ConsequenceKind::LauncherSummary => "launcher_summary",
+        }
+    }
+
+    /// Why such a line follows from the first failure.
+    pub fn explanation(self) -> &'static str {
+        match self {
+            ConsequenceKind::LauncherStopsSurvivors => {
+                "the launcher stops the other ranks once one has failed"
+            }
+            ConsequenceKind::PeerConnectionLost => {
+                "another rank lost its connection to the rank that died"
+            }
+            ConsequenceKind::WatchdogTimeout => {
+                "another rank waited in a collective for the rank that died"
+            }
+            ConsequenceKind::LauncherSummary => {
+                "the launcher's summary that a worker failed, not the cause"
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exit {
+    /// 1-based paste line.
+    pub line: usize,
+    /// The exit code as printed: negative for a signal under torchrun, 128 + the
+    /// signal from a shell or container.
+    pub code: i32,
+    /// The signal's name, when the exit was one.
+    pub signal: Option<&'static str>,
+    /// What such an exit usually means.
+    pub meaning: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fact {
+    /// `torch`, `CUDA`, `NCCL`, `NVIDIA driver`, `GPU`, `world size`, `launcher`...
+    pub name: &'static str,
+    pub value: String,
+}
+
+/// Lines that may hold an exit, a signal or a consequence: one search over the paste
+/// finds them.
+static NOTEWORTHY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)exit ?code|exitcode|exit status|Signals\.SIG|received by PID|Segmentation fault|Bus error|^Killed|closing signal|closed by peer|reset by peer|Broken pipe|Watchdog caught|ChildFailedError").unwrap()
+});
+static EXIT_CODE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)(?:exitcode|exit code|exit status|returned non-zero exit status)\s*[:=]?\s*(-?\d+)",
+    )
+    .unwrap()
+});
+static SIGNAL_NAMED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Signals\.(SIG[A-Z]+): (\d+)|Signal (\d+) \((SIG[A-Z]+)\)").unwrap()
+});
+static SURVIVORS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"closing signal SIG(?:TERM|KILL)").unwrap());
+static PEER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)Connection closed by peer|Connection reset by peer|Broken pipe").unwrap()
+});
+static WATCHDOG: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"Watchdog caught collective operation timeout").unwrap());
+
+/// Facts found anywhere in the paste: (pattern whose first group is the value, name).
+static FACTS: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
+    [
+        (r"Driver Version:\s*([0-9]+(?:\.[0-9]+)+)", "NVIDIA driver"),
+        (
+            r"\b((?:NVIDIA |Tesla |GeForce )?(?:A100|A800|H100|H800|H200|B200|V100|P100|T4|A10G|A10|L4|L40S|L40|A6000|RTX ?[0-9]{4}(?: Ti)?)(?:[-‑ ](?:SXM[0-9]?|PCIE|PCIe)[A-Za-z0-9-]*)?)\b",
+            "GPU",
+        ),
+        (r"(?i)\bworld[_ ]size\b\s*[:=]?\s*([0-9]+)", "world size"),
+        (r"(?i)--nproc[_-]per[_-]node[= ]([0-9]+)", "processes per node"),
+        (r"(?i)--nnodes[= ]([0-9:]+)", "nodes"),
+        (
+            r"\b(torchrun|torch\.distributed\.launch|torch\.distributed\.run|accelerate launch|deepspeed(?: --[a-z_]+| [a-z_./]+\.py)|mpirun|srun|torch\.multiprocessing\.spawn|mp\.spawn)\b",
+            "launcher",
+        ),
+    ]
+    .into_iter()
+    .map(|(p, name)| (Regex::new(p).unwrap(), name))
+    .collect()
+});
+
+/// The triage of `paste`, as parsed.
+pub fn triage(paste: &Paste, text: &str, starts: &[usize], parsed: &Parsed) -> Triage {
+    let first_failure = first_failure(parsed);
+    let root = parsed.root_exception();
+    let failed_rank = first_failure
+        .as_ref()
+        .and_then(|f| f.rank)
+        .or(root.and_then(|e| e.rank));
+    let mut triage = Triage {
+        user_frame: root.and_then(user_frame).or_else(|| {
+            (root.is_none_or(|e| e.frames.is_empty()))
+                .then(|| innermost_own(&parsed.dangling_frames))
+                .flatten()
+        }),
+        first_failure,
+        ..Triage::default()
+    };
+    let root_is = |re: &Regex| root.is_some_and(|e| re.is_match(&e.message));
+    let mut seen_lines = Vec::new();
+    for m in NOTEWORTHY.find_iter(text) {
+        let i = starts.partition_point(|&s| s <= m.start()) - 1;
+        if seen_lines.last() == Some(&i) {
+            continue;
+        }
+        seen_lines.push(i);
+        let line = &paste.lines[i];
+        let words = line.text.as_str();
+        if let Some(exit) = exit_of(words, line.number)
+            && triage.exits.len() < MOST_LISTED
+            && !triage.exits.iter().any(|e| e.code == exit.code)
+        {
+            triage.exits.push(exit);
+        }
+        let other_rank = line.rank.is_none() || line.rank != failed_rank;
+        let kind = if SURVIVORS.is_match(words) {
+            Some(ConsequenceKind::LauncherStopsSurvivors)
+        } else if PEER.is_match(words) && other_rank && root.is_some() && !root_is(&PEER) {
+            Some(ConsequenceKind::PeerConnectionLost)
+        } else if WATCHDOG.is_match(words) && other_rank && root.is_some() && !root_is(&WATCHDOG) {
+            Some(ConsequenceKind::WatchdogTimeout)
+        } else if words.contains("ChildFailedError") && root.is_some_and(|e| !e.wrapper) {
+            Some(ConsequenceKind::LauncherSummary)
+        } else {
+            None
+        };
+        if let Some(kind) = kind
+            && triage.consequences.len() < MOST_LISTED
+            && !(triage.consequences.iter()).any(|c| c.kind == kind && c.rank == line.rank)
+        {
+            triage.consequences.push(Consequence {
+                line: line.number,
+                rank: line.rank,
+                kind,
+                text: words.trim().to_string(),
+            });
+        }
+    }
+    for version in &parsed.versions {
+        if let Some((name, value)) = version.split_once(' ') {
+            let name = match name {
+                "NCCL" => "NCCL",
+                "torch" => "torch",
+                "CUDA" => "CUDA",
+                "Python" => "Python",
+                "DeepSpeed" => "DeepSpeed",
+                "Accelerate" => "Accelerate",
+                _ => continue,
+            };
+            triage.environment.push(Fact {
+                name,
+                value: value.to_string(),
+            });
+        }
+    }
+    for (re, name) in FACTS.iter() {
+        if let Some(value) = re.captures(text).and_then(|c| c.get(1)) {
+            triage.environment.push(Fact {
+                name,
+                value: value.as_str().trim().to_string(),
+            });
+        }
+    }
+    triage
+}
+
+impl Triage {
+    /// What happened in a sentence or three, for a reader: who failed first with
+    /// what and where, what follows from it, what the exit means. Empty when the paste
+    /// says none of it.
+    pub fn summary(&self, root: Option<&Exception>) -> String {
+        let mut out = String::new();
+        let rank = self.first_failure.as_ref().and_then(|f| f.rank);
+        if let Some(root) = root.filter(|e| !e.wrapper) {
+            let message = clip(&root.message, 160);
+            let what = if message.is_empty() {
+                root.kind.clone()
+            } else {
+                format!("{}: {message}", root.kind)
+            };
+            match rank {
+                Some(rank) => out.push_str(&format!("Rank {rank} failed first: {what}")),
+                None => out.push_str(&format!("The error: {what}")),
+            }
+            if let Some(f) = &self.user_frame {
+                out.push_str(&format!(
+                    " (in {} line {}, in {})",
+                    f.file, f.line, f.function
+                ));
+            }
+            if !out.ends_with('.') {
+                out.push('.');
+            }
+        } else if let Some(rank) = rank {
+            out.push_str(&format!("Rank {rank} failed first."));
+        }
+        let mut kinds = Vec::new();
+        for c in &self.consequences {
+            if kinds.contains(&c.kind) || kinds.len() == 2 {
+                continue;
+            }
+            kinds.push(c.kind);
+            let who = c.rank.map_or(String::new(), |r| format!("Rank {r}'s "));
+            let text = clip(&c.text, 80);
+            let sentence = match c.kind {
+                ConsequenceKind::LauncherStopsSurvivors => {
+                    " The launcher's SIGTERM to the other ranks follows from it.".to_string()
+                }
+                ConsequenceKind::LauncherSummary => {
+                    " The launcher's ChildFailedError only reports it.".to_string()
+                }
+                _ => format!(" {who}\"{text}\" follows from it."),
+            };
+            out.push_str(&sentence);
+        }
+        if let Some(exit) = self.exits.iter().find(|e| e.signal.is_some()) {
+            out.push_str(&format!(
+                " Exit code {} ({}): {}.",
+                exit.code,
+                exit.signal.unwrap_or_default(),
+                exit.meaning
+            ));
+        }
+        out.trim().to_string()
+    }
+}
+
+/// `text` cut to `max` characters, with `…` where it was cut.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+fn first_failure(parsed: &Parsed) -> Option<FirstFailure> {
+    if let Some(block) = &parsed.first_failure
+        && block.rank.is_some()
+    {
+        return Some(FirstFailure {
+            rank: block.rank,
+            host: block.host.clone(),
+            time: block.time.clone(),
+            known_from: KnownFrom::RootCauseBlock,
+        });
+    }
+    let first = parsed
+        .exceptions
+        .iter()
+        .find(|e| e.rank.is_some() && !e.wrapper)?;
+    Some(FirstFailure {
+        rank: first.rank,
+        host: None,
+        time: None,
+        known_from: KnownFrom::FirstRankedException,
+    })
+}
+
+/// The innermost frame of `exception` in the user's own code.
+fn user_frame(exception: &Exception) -> Option<Frame> {
+    innermost_own(&exception.frames)
+}
+
+fn innermost_own(frames: &[Frame]) -> Option<Frame> {
+    frames.iter().rev().find(|f| !f.is_library()).cloned()
+}
+
+/// The exit on a line, if it names one.
+fn exit_of(text: &str, line: usize) -> Option<Exit> {
+    let (code, signal) = if let Some(c) = SIGNAL_NAMED.captures(text) {
+        let (name, number) = match (c.get(1), c.get(2), c.get(3), c.get(4)) {
+            (Some(name), Some(n), _, _) | (_, _, Some(n), Some(name)) => (name, n),
+            _ => return None,
+        };
+        let number: i32 = number.as_str().parse().ok()?;
+        (
+            -number,
+            signal_name(number).or(signal_name_of(name.as_str())),
+        )
+    } else if let Some(c) = EXIT_CODE.captures(text) {
+        let code: i32 = c[1].parse().ok()?;
+        (code, signal_of_code(code))
+    } else if text.contains("Segmentation fault") {
+        (-11, Some("SIGSEGV"))
+    } else if text.contains("Bus error") {
+        (-7, Some("SIGBUS"))
+    } else if text.trim() == "Killed" {
+        (-9, Some("SIGKILL"))
+    } else {
+        return None;
+    };
+    if code == 0 {
+        return None;
+    }
+    Some(Exit {
+        line,
+        code,
+        signal,
+        meaning: meaning(code, signal),
+    })
+}
+
+/// The signal behind an exit code: negative under torchrun and Python's
+/// `subprocess`, 128 + the signal from a shell or a container runtime.
+fn signal_of_code(code: i32) -> Option<&'static str> {
+    match code {
+        c if c < 0 => signal_name(-c),
+        c if (129..=159).contains(&c) => signal_name(c - 128),
+        _ => None,
+    }
+}
+
+fn signal_name(number: i32) -> Option<&'static str> {
+    Some(match number {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        15 => "SIGTERM",
+        _ => return None,
+    })
+}
+
+fn signal_name_of(name: &str) -> Option<&'static str> {
+    [
+        "SIGHUP", "SIGINT", "SIGABRT", "SIGBUS", "SIGKILL", "SIGSEGV", "SIGTERM",
+    ]
+    .into_iter()
+    .find(|n| *n == name)
+}
+
+fn meaning(code: i32, signal: Option<&'static str>) -> &'static str {
+    match signal {
+        Some("SIGKILL") => {
+            "killed from outside: usually the host's out-of-memory killer (see `dmesg`) or \
+             the scheduler's memory or time limit"
+        }
+        Some("SIGABRT") => {
+            "aborted: a C++ exception or failed check in native code (NCCL, c10); the \
+             lines just before it say which"
+        }
+        Some("SIGSEGV") => {
+            "segmentation fault in native code: an extension, a driver or a library built \
+             for another version"
+        }
+        Some("SIGBUS") => {
+            "bus error: usually shared memory (/dev/shm) too small for DataLoader workers, \
+             often in a container"
+        }
+        Some("SIGTERM") => {
+            "terminated from outside: the launcher stopping the other ranks after one \
+             failed, or the scheduler"
+        }
+        Some("SIGINT") => "interrupted (Ctrl-C)",
+        Some("SIGHUP") => {
+            "the terminal or SSH session closed; run under nohup, tmux or the scheduler"
+        }
+        _ if code == 1 => "the process raised an exception: its traceback says which",
+        _ => "the process exited with an error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::parse::parse;
+
+    fn triaged(text: &str) -> Triage {
+        let paste = Paste::from_text(text);
+        let (joined, starts) = paste.joined();
+        let parsed = parse(&paste, &joined, &starts);
+        triage(&paste, &joined, &starts, &parsed)
+    }
+
+    const TWO_RANKS: &str = r#"[rank1]: Traceback (most recent call last):
+[rank1]:   File "/home/me/proj/train.py", line 40, in <module>
+[rank1]:     main()
+[rank1]:   File "/home/me/proj/train.py", line 13, in main
+[rank1]:     steps = cfg["warmup_steps"]
+[rank1]:   File "/opt/conda/lib/python3.10/site-packages/omegaconf/dictconfig.py", line 9, in __getitem__
+[rank1]:     raise KeyError(key)
+[rank1]: KeyError: 'warmup_steps'
+[rank0]:[E ProcessGroupGloo.cpp:144] Connection closed by peer [10.0.0.2]:5432
+W0501 10:00:01 torch/distributed/elastic/multiprocessing/api.py:851] Sending process 4242 closing signal SIGTERM
+E0501 10:00:02 torch/distributed/elastic/multiprocessing/api.py:826] failed (exitcode: 1) local_rank: 1 (pid: 4243) of binary: /usr/bin/python
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-05-01_10:00:02
+  host      : node-7
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 4243)
+torch 2.3.1+cu121 NCCL version 2.20.5 on NVIDIA A100-SXM4-80GB, world_size=8
+"#;
+
+    #[test]
+    fn names_the_first_failure_its_own_frame_and_what_follows_from_it() {
+        let t = triaged(TWO_RANKS);
+        let first = t.first_failure.unwrap();
+        assert_eq!(first.rank, Some(1));
+        assert_eq!(first.host.as_deref(), Some("node-7"));
+        assert_eq!(first.time.as_deref(), Some("2024-05-01_10:00:02"));
+        assert_eq!(first.known_from, KnownFrom::RootCauseBlock);
+        let frame = t.user_frame.unwrap();
+        assert_eq!((frame.file.as_str(), frame.line), ("train.py", 13));
+        assert_eq!(frame.function, "main");
+        let kinds: Vec<_> = t.consequences.iter().map(|c| (c.kind, c.rank)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (ConsequenceKind::PeerConnectionLost, Some(0)),
+                (ConsequenceKind::LauncherStopsSurvivors, None),
+                (ConsequenceKind::LauncherSummary, None),
+            ]
+        );
+        assert_eq!(t.exits.len(), 1);
+        assert_eq!(t.exits[0].code, 1);
+        let facts: Vec<_> = t
+            .environment
+            .iter()
+            .map(|f| (f.name, f.value.as_str()))
+            .collect();
+        for fact in [
+            ("torch", "2.3.1"),
+            ("NCCL", "2.20.5"),
+            ("GPU", "NVIDIA A100-SXM4-80GB"),
+            ("world size", "8"),
+        ] {
+            assert!(facts.contains(&fact), "{fact:?} not in {facts:?}");
+        }
+    }
+
+    #[test]
+    fn the_summary_says_who_failed_first_with_what_and_what_follows() {
+        let paste = Paste::from_text(TWO_RANKS);
+        let (joined, starts) = paste.joined();
+        let parsed = parse(&paste, &joined, &starts);
+        let t = triage(&paste, &joined, &starts, &parsed);
+        let summary = t.summary(parsed.root_exception());
+        assert!(
+            summary.starts_with(
+                "Rank 1 failed first: KeyError: 'warmup_steps' (in train.py line 13, in main). \
+                 Rank 0's \"[E ProcessGroupGloo.cpp:144] Connection closed by peer"
+            ),
+            "{summary}"
+        );
+        assert!(summary.contains("SIGTERM to the other ranks"), "{summary}");
+    }
+
+    #[test]
+    fn exit_codes_and_signals_read_in_words() {
+        for (line, code, signal) in [
+            (
+                "failed (exitcode: -9) local_rank: 0 (pid: 1) of binary",
+                -9,
+                "SIGKILL",
+            ),
+            ("  exitcode  : -6 (pid: 12)", -6, "SIGABRT"),
+            ("process exited with exit code 137", 137, "SIGKILL"),
+            ("Signal 11 (SIGSEGV) received by PID 3", -11, "SIGSEGV"),
+            ("died with <Signals.SIGBUS: 7>.", -7, "SIGBUS"),
+            ("Bus error (core dumped)", -7, "SIGBUS"),
+            ("Killed", -9, "SIGKILL"),
+        ] {
+            let t = triaged(line);
+            assert_eq!(t.exits.len(), 1, "{line}");
+            assert_eq!(
+                (t.exits[0].code, t.exits[0].signal),
+                (code, Some(signal)),
+                "{line}"
+            );
+        }
+        assert!(triaged("exitcode: 0").exits.is_empty());
+    }
+
+    #[test]
+    fn a_timeout_that_is_the_failure_is_not_its_own_consequence() {
+        let t = triaged(
+            "[rank0]: RuntimeError: [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5)\n\
+             [rank1]: RuntimeError: [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5)",
+        );
+        assert!(t.consequences.is_empty(), "{:?}", t.consequences);
+        assert_eq!(t.first_failure.unwrap().rank, Some(0));
+    }
+
+    #[test]
+    fn library_frames_are_not_the_users_own() {
+        let t = triaged(
+            "Traceback (most recent call last):\n  File \"/work/run.py\", line 5, in <module>\n  File \"/usr/lib/python3.10/json/decoder.py\", line 355, in raw_decode\njson.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)",
+        );
+        let frame = t.user_frame.unwrap();
+        assert_eq!((frame.file.as_str(), frame.line), ("run.py", 5));
+    }
+}

@@ -18,7 +18,7 @@ use super::AppState;
 use super::error::AppError;
 use super::i18n::{self, Labels, Lang};
 use super::{assets, share};
-use crate::diagnose::{Diagnosis, Match, Request, RequestError, Verdict};
+use crate::diagnose::{Diagnosis, Evidence, Match, Request, RequestError, Verdict};
 use crate::kb::{Entry, Kb};
 use crate::search::{Hit, SearchQuery};
 
@@ -396,7 +396,75 @@ pub struct DiagnoseForm {
 /// One answer on the diagnosis page.
 pub struct MatchView<'a> {
     pub entry: &'a Entry,
-    pub m: Match,
+    pub m: &'a Match,
+    pub evidence: Vec<EvidenceView>,
+}
+
+/// One paste line behind a match, cut into pieces, the ones that matched marked; never
+/// the entry's regexes or the analysed (stemmed) words themselves.
+pub struct EvidenceView {
+    pub line: usize,
+    /// (text, matched) pieces of the line.
+    pub pieces: Vec<(String, bool)>,
+    /// Whether a signature (the entry's own error message) matched, rather than words.
+    pub by_signature: bool,
+}
+
+impl EvidenceView {
+    fn new(e: &Evidence) -> EvidenceView {
+        let pieces = match e.span {
+            Some(_) => {
+                let (before, hit, after) = e.parts();
+                [(before, false), (hit, true), (after, false)]
+                    .into_iter()
+                    .filter(|(t, _)| !t.is_empty())
+                    .map(|(t, m)| (t.to_string(), m))
+                    .collect()
+            }
+            None => mark_words(&e.text, &e.terms),
+        };
+        EvidenceView {
+            line: e.line,
+            pieces,
+            by_signature: e.signature.is_some(),
+        }
+    }
+}
+
+/// `text` cut into words and what lies between, each word marked when it begins with
+/// one of `terms` (analysed forms: `allreduc` marks `allreduce`); a Chinese term is
+/// marked wherever it occurs.
+fn mark_words(text: &str, terms: &[String]) -> Vec<(String, bool)> {
+    let mut pieces: Vec<(String, bool)> = Vec::new();
+    let mut push = |piece: &str, marked: bool| match pieces.last_mut() {
+        Some((last, m)) if *m == marked => last.push_str(piece),
+        _ => pieces.push((piece.to_string(), marked)),
+    };
+    let mut rest = text;
+    while !rest.is_empty() {
+        let word_len = rest
+            .char_indices()
+            .find(|&(_, c)| !c.is_alphanumeric() && c != '_')
+            .map_or(rest.len(), |(i, _)| i);
+        if word_len == 0 {
+            let c = rest.chars().next().map_or(1, char::len_utf8);
+            push(&rest[..c], false);
+            rest = &rest[c..];
+            continue;
+        }
+        let word = &rest[..word_len];
+        let lower = word.to_lowercase();
+        let marked = terms.iter().any(|t| {
+            if t.chars().any(|c| !c.is_ascii()) {
+                lower.contains(t.as_str())
+            } else {
+                t.len() >= 2 && lower.starts_with(t.as_str())
+            }
+        });
+        push(word, marked);
+        rest = &rest[word_len..];
+    }
+    pieces
 }
 
 #[derive(Template)]
@@ -405,6 +473,8 @@ pub struct DiagnosePage<'a> {
     pub ui: Ui,
     pub text: &'a str,
     pub diagnosis: &'a Diagnosis,
+    /// What happened, in a sentence or three (English), whatever the verdict.
+    pub triage_summary: String,
     /// The answer, when there is one.
     pub top: Option<MatchView<'a>>,
     /// The entry's Fix section, shown inline under the answer.
@@ -419,6 +489,10 @@ pub struct DiagnosePage<'a> {
 impl DiagnosePage<'_> {
     pub fn matched(&self) -> bool {
         self.diagnosis.verdict == Verdict::Matched
+    }
+
+    pub fn possible(&self) -> bool {
+        self.diagnosis.verdict == Verdict::Possible
     }
 }
 
@@ -472,7 +546,8 @@ async fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
     let mut views = diagnosis.matches.iter().filter_map(|m| {
         Some(MatchView {
             entry: kb.get(&m.slug)?,
-            m: m.clone(),
+            evidence: m.evidence.iter().map(EvidenceView::new).collect(),
+            m,
         })
     });
     let top = views.next();
@@ -486,6 +561,7 @@ async fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
         share_url: state.url(&share.path),
         text: &text,
         diagnosis: &diagnosis,
+        triage_summary: diagnosis.triage.summary(diagnosis.parsed.root_exception()),
         top,
         fix_html,
         others,
@@ -537,6 +613,22 @@ pub async fn not_found() -> AppError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn evidence_words_are_marked_as_written_not_as_stemmed() {
+        let pieces = mark_words(
+            "RuntimeError: allreduce hangs on 显存 rank 3",
+            &["allreduc".into(), "hang".into(), "显存".into()],
+        );
+        let marked: Vec<&str> = pieces
+            .iter()
+            .filter(|(_, m)| *m)
+            .map(|(t, _)| t.as_str())
+            .collect();
+        assert_eq!(marked, ["allreduce", "hangs", "显存"]);
+        let whole: String = pieces.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(whole, "RuntimeError: allreduce hangs on 显存 rank 3");
+    }
 
     #[test]
     fn the_switch_link_encodes_the_page_it_returns_to() {

@@ -455,7 +455,7 @@ fn mark_words(text: &str, terms: &[String]) -> Vec<(String, bool)> {
         let word = &rest[..word_len];
         let lower = word.to_lowercase();
         let marked = terms.iter().any(|t| {
-            if t.chars().any(|c| !c.is_ascii()) {
+            if !t.is_ascii() {
                 lower.contains(t.as_str())
             } else {
                 t.len() >= 2 && lower.starts_with(t.as_str())

@@ -148,7 +148,8 @@ pub struct DiagnoseRequest {
 }
 
 /// Names the known problem behind a traceback, log or question, with the paste lines
-/// that show it; `no_match` (with the closest entries) when none fits.
+/// that show it (`matched`), candidates worth a look (`possible`), or `no_match` with the
+/// closest entries; and, whatever the verdict, a `triage` of what the paste shows.
 #[utoipa::path(
     post,
     path = "/diagnose",

@@ -706,9 +706,14 @@ fn tool_definitions(state: &AppState) -> Vec<Value> {
             "diagnose",
             "Diagnose a training failure",
             "Diagnose a pasted traceback, log excerpt or error description from a \
-             distributed-training job. Returns the entries that explain it, with confidence \
-             and the log lines that matched as evidence, or verdict no_match with the closest \
-             entries. Prefer it to `search` for raw logs.",
+             distributed-training job. `verdict` says how far to trust it: `matched` means \
+             the first entry is the answer (right nearly always on real reports); \
+             `possible` means candidates only, so check each one's evidence lines against \
+             the paste before relying on its fix; `no_match` means errbook does not know \
+             this error. Whatever the verdict, `triage` says what the paste shows: the rank \
+             that failed first, its exception and the frame in the user's own code, errors \
+             that only follow from it, exit codes in words, versions. Prefer it to \
+             `search` for raw logs.",
             diagnose_input_schema(),
             diagnose_output_schema(),
         ),

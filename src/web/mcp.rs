@@ -705,15 +705,10 @@ fn tool_definitions(state: &AppState) -> Vec<Value> {
         tool(
             "diagnose",
             "Diagnose a training failure",
-            "Diagnose a pasted traceback, log excerpt or error description from a \
-             distributed-training job. `verdict` says how far to trust it: `matched` means \
-             the first entry is the answer (right nearly always on real reports); \
-             `possible` means candidates only, so check each one's evidence lines against \
-             the paste before relying on its fix; `no_match` means errbook does not know \
-             this error. Whatever the verdict, `triage` says what the paste shows: the rank \
-             that failed first, its exception and the frame in the user's own code, errors \
-             that only follow from it, exit codes in words, versions. Prefer it to \
-             `search` for raw logs.",
+            "Diagnose a pasted traceback or log of a distributed-training job. `matched`: \
+             the first entry is the answer. `possible`: candidates; check their evidence \
+             lines first. `no_match`: unknown. `triage` always says which rank failed \
+             first, with what, where, and what only follows.",
             diagnose_input_schema(),
             diagnose_output_schema(),
         ),

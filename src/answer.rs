@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use crate::diagnose;
-use crate::kb::{Entry, Kb};
+use crate::kb::{Branch, Entry, Kb};
 use crate::search::Hit;
 
 /// An entry's texts that every search hit and diagnosis match repeats, escaped as JSON
@@ -128,6 +128,7 @@ impl<'a> Answers<'a> {
                     score: rounded(m.score),
                     confidence: m.confidence.into(),
                     evidence: m.evidence.iter().map(Evidence::from).collect(),
+                    branch: m.branch.as_ref().map(|b| SelectedBranch::new(entry, b)),
                 })
             })
             .collect();
@@ -312,6 +313,52 @@ pub struct DiagnoseMatch<'a> {
     pub confidence: Confidence,
     /// The paste lines that led to this match.
     pub evidence: Vec<Evidence>,
+    /// The cause among the entry's several that this paste selects, with its own fix.
+    pub branch: Option<SelectedBranch>,
+}
+
+/// One cause of an entry's symptom, selected by the paste.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SelectedBranch {
+    pub id: String,
+    pub title: String,
+    pub title_zh: String,
+    /// 1-based paste lines that selected it.
+    pub lines: Vec<usize>,
+    /// Its fix as Markdown, with the values this paste gives filled in.
+    pub fix: String,
+    pub fix_zh: String,
+    /// The entry's other causes, to check if this one does not fit.
+    pub otherwise: Vec<OtherBranch>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OtherBranch {
+    pub id: String,
+    pub title: String,
+    pub title_zh: String,
+}
+
+impl SelectedBranch {
+    fn new(entry: &Entry, chosen: &diagnose::ChosenBranch) -> SelectedBranch {
+        let b = &entry.branches[chosen.index];
+        SelectedBranch {
+            id: b.id.clone(),
+            title: b.title.clone(),
+            title_zh: b.title_zh.clone(),
+            lines: chosen.lines.clone(),
+            fix: Branch::filled(&b.fix, &chosen.values),
+            fix_zh: Branch::filled(&b.fix_zh, &chosen.values),
+            otherwise: (entry.branches.iter())
+                .filter(|o| o.id != b.id)
+                .map(|o| OtherBranch {
+                    id: o.id.clone(),
+                    title: o.title.clone(),
+                    title_zh: o.title_zh.clone(),
+                })
+                .collect(),
+        }
+    }
 }
 
 impl DiagnoseMatch<'_> {

@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use errbook::answer::{Answers, EntryTexts};
 use errbook::diagnose::{Diagnoser, Paste, Pasted, Request, Verdict};
-use errbook::kb::{Kb, LoadError};
+use errbook::kb::{Branch, Kb, LoadError};
 use errbook::reload::Reloader;
 use errbook::search::{CacheBudget, IndexStore, SearchError, SearchIndex, SearchQuery};
 use errbook::web::server;
@@ -299,6 +299,23 @@ fn diagnose(
         );
         if answer {
             println!("   {}", e.summary);
+        }
+        if let Some(chosen) = &m.branch {
+            let b = &e.branches[chosen.index];
+            let lines: Vec<String> = chosen.lines.iter().map(usize::to_string).collect();
+            println!("   most likely: {} (line {})", b.title, lines.join(", "));
+            if answer {
+                for line in Branch::filled(&b.fix, &chosen.values).lines() {
+                    println!("     {line}");
+                }
+                let others: Vec<&str> = (e.branches.iter())
+                    .filter(|o| o.id != b.id)
+                    .map(|o| o.title.as_str())
+                    .collect();
+                if !others.is_empty() {
+                    println!("   if it is not this, check: {}", others.join("; "));
+                }
+            }
         }
         for ev in &m.evidence {
             println!("   line {:>5}: {}", ev.line, clip(&ev.text, 120));

@@ -751,3 +751,23 @@ fn diagnose_reads_endless_lines_in_bounded_memory() {
     let zeros = diagnose_peak_mb("/dev/zero", None, 3);
     assert!(zeros < 150.0, "3 s of /dev/zero: {zeros} MB");
 }
+
+#[test]
+fn check_requires_an_example_that_selects_each_branch() {
+    let branched = GOOD.replace("slug: good-entry", "slug: branched").replace(
+        "symptoms:\n  - \"nothing wrong\"\n",
+        "symptoms:\n  - \"nothing wrong\"\nexamples:\n  - \"GoodError: disk full on /data\"\n\
+         branches:\n  - id: disk\n    title: Disk\n    title_zh: 磁盘\n    when: [\"disk full\"]\n    \
+         fix: x\n    fix_zh: x\n  - id: network\n    title: Network\n    title_zh: 网络\n    \
+         when: [\"connection refused\"]\n    fix: x\n    fix_zh: x\n",
+    );
+    let dir = kb_with(&[("branched.md", &branched)]);
+    let out = errbook(&["check", "--kb", dir.path().to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("branched.md:21: branch `network`: no example selects it"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("branch `disk`"), "{stderr}");
+}

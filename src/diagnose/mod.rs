@@ -2,6 +2,7 @@
 //! evidence. Signatures are the strongest evidence, full-text similarity of the
 //! paste's error messages comes next, and frames only break ties.
 
+mod branch;
 mod normalize;
 mod parse;
 mod paste;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use crate::kb::Problem;
 use crate::search::{CacheBudget, SearchError, SearchIndex};
 
+pub use branch::ChosenBranch;
 pub use normalize::{normalize, query_words};
 pub use parse::{Exception, Frame, Parsed, RootCause, parse};
 pub use paste::{Line, Paste, looks_like_error};
@@ -154,9 +156,15 @@ impl Diagnoser {
     pub fn check_examples(&self) -> Result<Vec<Problem>, SearchError> {
         let mut problems = Vec::new();
         for entry in self.index.kb().entries() {
+            let mut selected = vec![false; entry.branches.len()];
             for (n, (example, line)) in entry.examples.iter().zip(&entry.example_lines).enumerate()
             {
                 let d = self.diagnose_text(example, 3)?;
+                if let Some(chosen) = d.matches.first().and_then(|m| m.branch.as_ref())
+                    && d.matches[0].slug == entry.slug
+                {
+                    selected[chosen.index] = true;
+                }
                 let got = d.matches.first().map(|m| m.slug.as_str());
                 if got != Some(entry.slug.as_str()) {
                     let got = got.map_or("no_match".to_string(), |s| format!("`{s}`"));
@@ -164,6 +172,20 @@ impl Diagnoser {
                         path: entry.path.clone(),
                         line: Some(*line),
                         message: format!("example {} diagnoses to {got}, not to this entry", n + 1),
+                    });
+                }
+            }
+            for ((branch, line), selected) in
+                entry.branches.iter().zip(&entry.branch_lines).zip(selected)
+            {
+                if !selected {
+                    problems.push(Problem {
+                        path: entry.path.clone(),
+                        line: Some(*line),
+                        message: format!(
+                            "branch `{}`: no example selects it; add one whose lines it names",
+                            branch.id
+                        ),
                     });
                 }
             }

@@ -16,6 +16,7 @@ use std::cell::OnceCell;
 
 use rustc_hash::FxHashMap;
 
+use super::branch::{self, ChosenBranch};
 use super::normalize::query_words;
 use super::parse::{Parsed, parse};
 use super::paste::{Paste, looks_like_error};
@@ -115,6 +116,9 @@ pub struct Match {
     /// Share of the paste's vocabulary the entry explains, 0..=1.
     pub coverage: f32,
     pub evidence: Vec<Evidence>,
+    /// The entry's branch (cause) the paste selects, if the entry has branches and
+    /// one fits.
+    pub branch: Option<ChosenBranch>,
 }
 
 #[derive(Debug, Clone)]
@@ -430,6 +434,9 @@ pub(super) fn diagnose(
     let mut ranked = rank(index, &candidates, &terms, limit.max(ANSWER_CANDIDATES) + 1);
     let supported = supported(index, &candidates, &reading, &mut ranked)?;
 
+    let triage = triage(paste, &reading.text, &reading.starts, &reading.parsed);
+    // Each paste line's number, made only if some match has branches.
+    let numbers: OnceCell<Vec<usize>> = OnceCell::new();
     let mut matches = Vec::new();
     // Analysed only if some match has no signature to show.
     let evidence_lines = OnceCell::new();
@@ -453,12 +460,20 @@ pub(super) fn diagnose(
             let shared = || index.shared_terms(&terms, entry);
             let entry = &kb.entries()[entry];
             let evidence = evidence(paste, evidence_lines, candidates.fired(c), entry, shared);
+            let branch = (!entry.branches.is_empty())
+                .then(|| {
+                    let numbers =
+                        numbers.get_or_init(|| paste.lines.iter().map(|l| l.number).collect());
+                    branch::choose(entry, &reading.text, &reading.starts, numbers, &triage)
+                })
+                .flatten();
             matches.push(Match {
                 slug: entry.slug.clone(),
                 score,
                 confidence,
                 coverage,
                 evidence,
+                branch,
             });
         }
     }
@@ -473,7 +488,6 @@ pub(super) fn diagnose(
     } else {
         Vec::new()
     };
-    let triage = triage(paste, &reading.text, &reading.starts, &reading.parsed);
     Ok(Diagnosis {
         verdict,
         matches,

@@ -27,6 +27,11 @@ pub struct Entry {
     pub example_lines: Vec<usize>,
     pub related: Vec<String>,
     pub sources: Vec<String>,
+    /// Causes of the same symptom, each with what selects it and its own fix, in the
+    /// order they are tried.
+    pub branches: Vec<Branch>,
+    /// The file line on which each branch starts, parallel to `branches`.
+    pub branch_lines: Vec<usize>,
     /// The Markdown body as written.
     pub markdown: String,
     /// The body rendered to sanitised HTML, on first use (see `html`).
@@ -45,6 +50,86 @@ impl Entry {
         self.html
             .get_or_init(|| markdown::render_markdown(&self.markdown))
     }
+}
+
+/// One cause of an entry's symptom: what in a paste selects it, and its fix, whose
+/// `{name|fallback}` placeholders are filled from what selected it.
+#[derive(Debug, Clone)]
+pub struct Branch {
+    pub id: String,
+    pub title: String,
+    pub title_zh: String,
+    pub when: Vec<SignatureKind>,
+    pub exits: Vec<ExitSpec>,
+    /// Regexes that only fill placeholders, once `when` or `exits` selected the branch.
+    pub values: Vec<LazyRegex>,
+    /// Markdown, with placeholders.
+    pub fix: String,
+    pub fix_zh: String,
+}
+
+/// An exit that selects a branch: a code as printed, or a signal by name (which also
+/// stands for its negative code and 128 + its number).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExitSpec {
+    Code(i32),
+    Signal(String),
+}
+
+/// Facts a fix may name besides a regex's groups, filled from the paste's triage.
+pub const BRANCH_FACTS: [&str; 3] = ["rank", "exit_code", "signal"];
+
+impl Branch {
+    /// `fix` (or `fix_zh`) with each `{name|fallback}` replaced by `values[name]`, or by
+    /// its fallback when the paste did not give it.
+    pub fn filled(text: &str, values: &[(String, String)]) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(open) = rest.find('{') {
+            out.push_str(&rest[..open]);
+            let after = &rest[open + 1..];
+            match placeholder(after) {
+                Some((name, fallback, len)) => {
+                    match values.iter().find(|(n, _)| n == name) {
+                        Some((_, value)) => out.push_str(value),
+                        None => out.push_str(fallback),
+                    }
+                    rest = &after[len + 1..];
+                }
+                None => {
+                    out.push('{');
+                    rest = after;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// The names the branch's placeholders ask for, in `text`.
+    fn placeholders(text: &str) -> Vec<&str> {
+        let mut names = Vec::new();
+        let mut rest = text;
+        while let Some(open) = rest.find('{') {
+            rest = &rest[open + 1..];
+            if let Some((name, _, len)) = placeholder(rest) {
+                names.push(name);
+                rest = &rest[len + 1..];
+            }
+        }
+        names
+    }
+}
+
+/// `name|fallback}` at the start of `text`: (name, fallback, bytes up to the `}`).
+fn placeholder(text: &str) -> Option<(&str, &str, usize)> {
+    let close = text.find('}')?;
+    let (name, fallback) = text[..close].split_once('|')?;
+    let name_ok = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    name_ok.then_some((name, fallback, close))
 }
 
 /// An error fragment that identifies the entry's problem in a paste.
@@ -311,6 +396,15 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
         }
     }
 
+    let mut branches = Vec::new();
+    let mut branch_lines = Vec::new();
+    for spec in &fm.branches {
+        if let Some(branch) = v.branch(spec, &branches) {
+            branch_lines.push(v.line(spec));
+            branches.push(branch);
+        }
+    }
+
     let body = split.body;
     for (line, message) in markdown::check_sections(body) {
         v.problems.push(Problem::new(
@@ -337,6 +431,8 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
             example_lines,
             related,
             sources: fm.sources,
+            branches,
+            branch_lines,
             markdown: body.trim().to_string(),
             html: OnceLock::new(),
             text: markdown::plain_text(body),
@@ -372,6 +468,115 @@ impl Validator<'_> {
             self.report(value, format!("`{field}` must not be empty"));
         }
         text
+    }
+
+    /// A branch, checked: an id of its own, titles, something that selects it, a fix in
+    /// both languages whose placeholders name a regex group of `when` or a fact.
+    fn branch(
+        &mut self,
+        spec: &Spanned<front_matter::BranchSpec>,
+        earlier: &[Branch],
+    ) -> Option<Branch> {
+        let b = &spec.value;
+        let before = self.problems.len();
+        let id = b.id.trim().to_string();
+        if !is_kebab(&id) {
+            self.report(
+                spec,
+                format!("branch id `{id}` must be lowercase letters, digits and single hyphens"),
+            );
+        } else if earlier.iter().any(|e| e.id == id) {
+            self.report(spec, format!("branch id `{id}` is used twice"));
+        }
+        for (text, field) in [
+            (&b.title, "title"),
+            (&b.title_zh, "title_zh"),
+            (&b.fix, "fix"),
+            (&b.fix_zh, "fix_zh"),
+        ] {
+            if text.trim().is_empty() {
+                self.report(spec, format!("branch `{id}`: `{field}` must not be empty"));
+            }
+        }
+        let mut when = Vec::new();
+        let mut groups: Vec<String> = BRANCH_FACTS.iter().map(|f| f.to_string()).collect();
+        for w in &b.when {
+            match w {
+                SignatureSpec::Literal(t)
+                | SignatureSpec::Fragment(front_matter::LiteralSpec { literal: t, .. }) => {
+                    if t.trim().is_empty() {
+                        self.report(spec, format!("branch `{id}`: empty `when` fragment"));
+                    } else {
+                        when.push(SignatureKind::Literal(t.clone()));
+                    }
+                }
+                SignatureSpec::Pattern(p) => match LazyRegex::new(&p.regex) {
+                    Ok(r) => {
+                        if let Ok(re) = r.compiled() {
+                            groups.extend(re.capture_names().flatten().map(str::to_string));
+                        }
+                        when.push(SignatureKind::Regex(r));
+                    }
+                    Err(message) => self.report(spec, format!("branch `{id}`: {message}")),
+                },
+            }
+        }
+        let mut values = Vec::new();
+        for source in &b.values {
+            match LazyRegex::new(source) {
+                Ok(r) => {
+                    match r.compiled() {
+                        Ok(re) => groups.extend(re.capture_names().flatten().map(str::to_string)),
+                        Err(message) => self.report(spec, format!("branch `{id}`: {message}")),
+                    }
+                    values.push(r);
+                }
+                Err(message) => self.report(spec, format!("branch `{id}`: {message}")),
+            }
+        }
+        let mut exits = Vec::new();
+        for e in &b.exits {
+            let e = e.trim();
+            if let Ok(code) = e.parse::<i32>() {
+                exits.push(ExitSpec::Code(code));
+            } else if e.starts_with("SIG")
+                && e.len() > 3
+                && e[3..].bytes().all(|c| c.is_ascii_uppercase())
+            {
+                exits.push(ExitSpec::Signal(e.to_string()));
+            } else {
+                self.report(spec, format!("branch `{id}`: exit `{e}` is neither a code nor a signal name such as SIGKILL"));
+            }
+        }
+        if when.is_empty() && exits.is_empty() {
+            self.report(
+                spec,
+                format!("branch `{id}`: give `when` fragments or `exits` that select it"),
+            );
+        }
+        for text in [&b.fix, &b.fix_zh] {
+            for name in Branch::placeholders(text) {
+                if !groups.iter().any(|g| g == name) {
+                    self.report(
+                        spec,
+                        format!(
+                            "branch `{id}`: placeholder `{{{name}|…}}` names neither a group of a `when` regex nor one of {}",
+                            BRANCH_FACTS.join(", ")
+                        ),
+                    );
+                }
+            }
+        }
+        (self.problems.len() == before).then(|| Branch {
+            id,
+            title: b.title.trim().to_string(),
+            title_zh: b.title_zh.trim().to_string(),
+            when,
+            exits,
+            values,
+            fix: b.fix.trim().to_string(),
+            fix_zh: b.fix_zh.trim().to_string(),
+        })
     }
 
     fn non_empty_list(&mut self, items: &[Spanned<String>], what: &str) -> Vec<String> {
@@ -417,6 +622,61 @@ fn strip_location_suffix(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn placeholders_take_the_pastes_values_or_their_fallback() {
+        let values = vec![("behind".to_string(), "3".to_string())];
+        assert_eq!(
+            Branch::filled(
+                "Rank {behind|some rank} stopped at {seq|N}; {not a placeholder}",
+                &values
+            ),
+            "Rank 3 stopped at N; {not a placeholder}"
+        );
+        assert_eq!(Branch::placeholders("{a|x} {B|y} {c_1|}"), ["a", "c_1"]);
+    }
+
+    fn with_branches(branches: &str) -> Result<Entry, Vec<Problem>> {
+        let text = format!(
+            "---\nslug: x\ntitle: X\ntitle_zh: X\nsummary: s\nsummary_zh: s\ntags: [t]\n\
+             signatures: [\"boom\"]\nsymptoms: [\"it breaks\"]\nbranches:\n{branches}---\n\
+             ## Symptom\n\nx\n\n## Cause\n\nx\n\n## Fix\n\nx\n\n## Verify\n\nx\n"
+        );
+        Entry::from_file_text(Path::new("kb/x.md"), &text)
+    }
+
+    #[test]
+    fn branches_are_checked_where_they_are_written() {
+        let good = with_branches(
+            "  - id: one\n    title: One\n    title_zh: 一\n    when: [{regex: 'rank (?P<r>\\d+)'}]\n    exits: [SIGKILL, -9]\n    values: ['port (?P<port>\\d+)']\n    fix: 'rank {r|?} port {port|?} first {rank|?}'\n    fix_zh: '{r|?}'\n",
+        )
+        .unwrap();
+        let b = &good.branches[0];
+        assert_eq!(
+            b.exits,
+            [ExitSpec::Signal("SIGKILL".into()), ExitSpec::Code(-9)]
+        );
+        assert_eq!(good.branch_lines, [11]);
+        let problems = with_branches(
+            "  - id: Bad Id\n    title: ''\n    title_zh: 一\n    exits: [KILL]\n    fix: '{nope|x}'\n    fix_zh: x\n",
+        )
+        .unwrap_err();
+        let messages: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        for expected in [
+            "branch id `Bad Id` must be lowercase",
+            "`title` must not be empty",
+            "exit `KILL` is neither a code nor a signal",
+            "give `when` fragments or `exits`",
+            "placeholder `{nope|…}` names neither",
+        ] {
+            assert!(
+                messages
+                    .iter()
+                    .any(|m| m.contains(expected) && m.starts_with("kb/x.md:11:")),
+                "{expected} not in {messages:#?}"
+            );
+        }
+    }
 
     #[test]
     fn kebab_slugs() {

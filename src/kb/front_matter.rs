@@ -23,6 +23,30 @@ pub(super) struct FrontMatter {
     pub related: Vec<Spanned<String>>,
     #[serde(default)]
     pub sources: Vec<String>,
+    #[serde(default)]
+    pub branches: Vec<Spanned<BranchSpec>>,
+}
+
+/// One cause of the entry's symptom: what in a paste selects it, and its own fix.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BranchSpec {
+    pub id: String,
+    pub title: String,
+    pub title_zh: String,
+    /// Fragments or regexes (as signatures) any of which in the paste selects the
+    /// branch; a regex's named groups fill the fix's `{name|...}` placeholders.
+    #[serde(default)]
+    pub when: Vec<SignatureSpec>,
+    /// Exit codes (`-9`, `137`) or signal names (`SIGKILL`) that select the branch.
+    #[serde(default)]
+    pub exits: Vec<String>,
+    /// Regexes that only fill placeholders from the paste (their named groups), once
+    /// the branch is selected.
+    #[serde(default)]
+    pub values: Vec<String>,
+    pub fix: String,
+    pub fix_zh: String,
 }
 
 /// A signature is a literal fragment, `{literal: '...'}` or `{regex: '...'}`; the

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use rustc_hash::FxHashMap;
 
-pub use entry::{Entry, LazyRegex, Signature, SignatureKind};
+pub use entry::{BRANCH_FACTS, Branch, Entry, ExitSpec, LazyRegex, Signature, SignatureKind};
 pub use markdown::render_markdown;
 pub use signatures::{SignatureMatch, SignatureSet};
 

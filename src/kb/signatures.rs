@@ -633,6 +633,8 @@ mod tests {
             example_lines: vec![],
             related: vec![],
             sources: vec![],
+            branches: vec![],
+            branch_lines: vec![],
             markdown: String::new(),
             html: Default::default(),
             text: String::new(),

@@ -18,8 +18,8 @@ use super::AppState;
 use super::error::AppError;
 use super::i18n::{self, Labels, Lang};
 use super::{assets, share};
-use crate::diagnose::{Diagnosis, Evidence, Match, Request, RequestError, Verdict};
-use crate::kb::{Entry, Kb};
+use crate::diagnose::{ChosenBranch, Diagnosis, Evidence, Match, Request, RequestError, Verdict};
+use crate::kb::{Branch, Entry, Kb, render_markdown};
 use crate::search::{Hit, SearchQuery};
 
 const PAGE_HITS: usize = 20;
@@ -398,6 +398,38 @@ pub struct MatchView<'a> {
     pub entry: &'a Entry,
     pub m: &'a Match,
     pub evidence: Vec<EvidenceView>,
+    /// The cause the paste selects among the entry's several.
+    pub branch: Option<BranchView>,
+}
+
+/// The branch of an entry a paste selects, in the reader's language.
+pub struct BranchView {
+    pub title: String,
+    /// Paste lines that selected it.
+    pub lines: Vec<usize>,
+    /// Its fix, values from the paste filled in, as sanitised HTML.
+    pub fix_html: String,
+    /// Titles of the entry's other causes.
+    pub otherwise: Vec<String>,
+}
+
+impl BranchView {
+    fn new(entry: &Entry, chosen: &ChosenBranch, lang: Lang) -> BranchView {
+        let b = &entry.branches[chosen.index];
+        let pick = |en: &str, zh: &str| match lang {
+            Lang::Zh => zh.to_string(),
+            Lang::En => en.to_string(),
+        };
+        BranchView {
+            title: pick(&b.title, &b.title_zh),
+            lines: chosen.lines.clone(),
+            fix_html: render_markdown(&Branch::filled(&pick(&b.fix, &b.fix_zh), &chosen.values)),
+            otherwise: (entry.branches.iter())
+                .filter(|o| o.id != b.id)
+                .map(|o| pick(&o.title, &o.title_zh))
+                .collect(),
+        }
+    }
 }
 
 /// One paste line behind a match, cut into pieces, the ones that matched marked; never
@@ -544,9 +576,11 @@ async fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
     let share = share::link(&text, &diagnosis);
     let kb = served.index.kb();
     let mut views = diagnosis.matches.iter().filter_map(|m| {
+        let entry = kb.get(&m.slug)?;
         Some(MatchView {
-            entry: kb.get(&m.slug)?,
+            entry,
             evidence: m.evidence.iter().map(EvidenceView::new).collect(),
+            branch: (m.branch.as_ref()).map(|b| BranchView::new(entry, b, lang)),
             m,
         })
     });

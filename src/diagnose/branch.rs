@@ -1,0 +1,98 @@
+//! Which of an entry's branches (causes of the same symptom) a paste selects, the
+//! paste lines that selected it, and the values its fix names.
+
+use memchr::memmem;
+
+use super::triage::Triage;
+use crate::kb::{Entry, ExitSpec, SignatureKind};
+
+/// The branch a paste selects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChosenBranch {
+    /// Index into the entry's `branches`.
+    pub index: usize,
+    /// 1-based paste lines that selected it.
+    pub lines: Vec<usize>,
+    /// (placeholder name, value) from the paste, for `Branch::filled`.
+    pub values: Vec<(String, String)>,
+}
+
+/// The first of `entry`'s branches that `text` (the paste's lines joined, each starting
+/// at `starts`, numbered `numbers`) selects by a `when` fragment or by an exit the
+/// triage found.
+pub fn choose(
+    entry: &Entry,
+    text: &str,
+    starts: &[usize],
+    numbers: &[usize],
+    triage: &Triage,
+) -> Option<ChosenBranch> {
+    let line_at = |at: usize| numbers[starts.partition_point(|&s| s <= at) - 1];
+    for (index, branch) in entry.branches.iter().enumerate() {
+        let mut lines = Vec::new();
+        let mut values = Vec::new();
+        for when in &branch.when {
+            match when {
+                SignatureKind::Literal(fragment) => {
+                    if let Some(at) = memmem::find(text.as_bytes(), fragment.as_bytes()) {
+                        lines.push(line_at(at));
+                    }
+                }
+                SignatureKind::Regex(re) => {
+                    let Ok(re) = re.compiled() else { continue };
+                    if let Some(caps) = re.captures(text) {
+                        lines.push(line_at(caps.get(0).map_or(0, |m| m.start())));
+                        for name in re.capture_names().flatten() {
+                            if let Some(m) = caps.name(name)
+                                && !values.iter().any(|(n, _)| n == name)
+                            {
+                                values.push((name.to_string(), m.as_str().to_string()));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for exit in &triage.exits {
+            let selects = branch.exits.iter().any(|spec| match spec {
+                ExitSpec::Code(code) => *code == exit.code,
+                ExitSpec::Signal(name) => exit.signal == Some(name.as_str()),
+            });
+            if selects {
+                lines.push(exit.line);
+            }
+        }
+        if lines.is_empty() {
+            continue;
+        }
+        lines.sort_unstable();
+        lines.dedup();
+        for re in &branch.values {
+            let Ok(re) = re.compiled() else { continue };
+            if let Some(caps) = re.captures(text) {
+                for name in re.capture_names().flatten() {
+                    if let Some(m) = caps.name(name)
+                        && !values.iter().any(|(n, _)| n == name)
+                    {
+                        values.push((name.to_string(), m.as_str().to_string()));
+                    }
+                }
+            }
+        }
+        if let Some(rank) = triage.first_failure.as_ref().and_then(|f| f.rank) {
+            values.push(("rank".into(), rank.to_string()));
+        }
+        if let Some(exit) = triage.exits.first() {
+            values.push(("exit_code".into(), exit.code.to_string()));
+            if let Some(signal) = exit.signal {
+                values.push(("signal".into(), signal.to_string()));
+            }
+        }
+        return Some(ChosenBranch {
+            index,
+            lines,
+            values,
+        });
+    }
+    None
+}

@@ -249,3 +249,34 @@ fn every_example_diagnoses_to_its_own_entry() {
     let report: Vec<String> = problems.iter().map(ToString::to_string).collect();
     assert!(report.is_empty(), "{}", report.join("\n"));
 }
+
+/// A watchdog timeout where rank 3 stopped one collective short selects the "rank
+/// behind" cause and names the rank and both sequence numbers in its fix.
+#[test]
+fn a_branch_is_chosen_by_the_paste_and_its_fix_speaks_of_it() {
+    use errbook::diagnose::Diagnoser;
+    use errbook::kb::Branch;
+
+    let paste = "\
+[rank0]:[E1104 09:42:17.318204512 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=8190, OpType=ALLGATHER, NumelIn=1024, NumelOut=8192, Timeout(ms)=600000) ran for 600047 milliseconds before timing out.
+[rank5]:[E1104 09:42:18.002114870 ProcessGroupNCCL.cpp:1389] [PG 0 (default_pg) Rank 5] Received a dump signal due to a collective timeout from rank 0 and we will try our best to dump the debug info. Last enqueued NCCL work: 8189, last completed NCCL work: 8189.
+";
+    let kb = Kb::load(&kb_dir()).unwrap();
+    let diagnoser = Diagnoser::new(Arc::new(SearchIndex::build(Arc::new(kb)).unwrap()));
+    let d = diagnoser.diagnose_text(paste, 3).unwrap();
+    let top = &d.matches[0];
+    assert_eq!(top.slug, "nccl-watchdog-timeout");
+    let chosen = top.branch.as_ref().expect("a branch");
+    let entry = diagnoser.index().kb().get(&top.slug).unwrap();
+    let branch = &entry.branches[chosen.index];
+    assert_eq!(branch.id, "rank-behind");
+    assert_eq!(chosen.lines, [2]);
+    let fix = Branch::filled(&branch.fix, &chosen.values);
+    assert!(
+        fix.starts_with(
+            "Rank 5 last enqueued collective 8189, while the ranks that timed out were \
+             waiting in collective SeqNum 8190."
+        ),
+        "{fix}"
+    );
+}

@@ -304,7 +304,7 @@ fn diagnose(
             let b = &e.branches[chosen.index];
             let lines: Vec<String> = chosen.lines.iter().map(usize::to_string).collect();
             println!("   most likely: {} (line {})", b.title, lines.join(", "));
-            if answer {
+            if i == 0 {
                 for line in Branch::filled(&b.fix, &chosen.values).lines() {
                     println!("     {line}");
                 }
@@ -320,9 +320,25 @@ fn diagnose(
         for ev in &m.evidence {
             println!("   line {:>5}: {}", ev.line, clip(&ev.text, 120));
         }
+        if i == 0
+            && m.branch.is_none()
+            && let Some(fix) = e.section("Fix")
+        {
+            println!("   fix:");
+            for line in fix.lines().take(FIX_LINES) {
+                println!("     {line}");
+            }
+            let more = fix.lines().count().saturating_sub(FIX_LINES);
+            if more > 0 {
+                println!("     … {more} more lines in kb/{}.md", e.slug);
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// Lines of an entry's Fix printed under the first match.
+const FIX_LINES: usize = 30;
 
 fn clip(text: &str, max: usize) -> String {
     if text.chars().count() <= max {

@@ -43,6 +43,24 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The Markdown of one `## Heading` section of the body, heading excluded
+    /// (`section("Fix")`).
+    pub fn section(&self, heading: &str) -> Option<&str> {
+        let start = self
+            .markdown
+            .match_indices("## ")
+            .find(|(at, _)| {
+                (*at == 0 || self.markdown[..*at].ends_with('\n'))
+                    && self.markdown[at + 3..].starts_with(heading)
+                    && self.markdown[at + 3 + heading.len()..].starts_with(['\n', '\r'])
+            })?
+            .0;
+        let body = &self.markdown[start..];
+        let body = &body[body.find('\n').map_or(body.len(), |n| n + 1)..];
+        let end = body.find("\n## ").map_or(body.len(), |n| n + 1);
+        Some(body[..end].trim())
+    }
+
     /// The body rendered to sanitised HTML. Rendering (Markdown, then the sanitiser)
     /// is most of the cost of loading an entry, and most entries are never opened, so
     /// it happens the first time a page needs it.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use errbook::answer::{Answers, EntryTexts};
-use errbook::diagnose::{Diagnoser, Paste, Pasted, Request, Verdict};
+use errbook::diagnose::{Confidence, Diagnoser, Paste, Pasted, Request, Verdict};
 use errbook::kb::{Branch, Kb, LoadError};
 use errbook::reload::Reloader;
 use errbook::search::{CacheBudget, IndexStore, SearchError, SearchIndex, SearchQuery};
@@ -320,7 +320,11 @@ fn diagnose(
         for ev in &m.evidence {
             println!("   line {:>5}: {}", ev.line, clip(&ev.text, 120));
         }
+        // A low-confidence candidate is a lead to check, not an answer: it shows its
+        // evidence but not its fix.
+        let fix_worth_showing = d.verdict == Verdict::Matched || m.confidence != Confidence::Low;
         if i == 0
+            && fix_worth_showing
             && m.branch.is_none()
             && let Some(fix) = e.section("Fix")
         {

@@ -120,11 +120,11 @@ pub struct Fact {
 /// Lines that may hold an exit, a signal or a consequence: one search over the paste
 /// finds them.
 static NOTEWORTHY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)exit ?code|exitcode|exit status|Signals\.SIG|received by PID|Segmentation fault|Bus error|^Killed|closing signal|closed by peer|reset by peer|Broken pipe|Watchdog caught|ChildFailedError").unwrap()
+    Regex::new(r"(?i)exit ?code|exitcode|exit status|return code|Signals\.SIG|received by PID|Segmentation fault|Bus error|^Killed|closing signal|closed by peer|reset by peer|Broken pipe|Watchdog caught|ChildFailedError").unwrap()
 });
 static EXIT_CODE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)(?:exitcode|exit code|exit status|returned non-zero exit status)\s*[:=]?\s*(-?\d+)",
+        r"(?i)(?:exitcode|exit code|exit status|returned non-zero exit status|return code)\s*[:=]?\s*(-?\d+)",
     )
     .unwrap()
 });
@@ -540,6 +540,11 @@ torch 2.3.1+cu121 NCCL version 2.20.5 on NVIDIA A100-SXM4-80GB, world_size=8
             ),
             ("  exitcode  : -6 (pid: 12)", -6, "SIGABRT"),
             ("process exited with exit code 137", 137, "SIGKILL"),
+            (
+                "[launch.py:319:sigkill_handler] exits with return code = -9",
+                -9,
+                "SIGKILL",
+            ),
             ("Signal 11 (SIGSEGV) received by PID 3", -11, "SIGSEGV"),
             ("died with <Signals.SIGBUS: 7>.", -7, "SIGBUS"),
             ("Bus error (core dumped)", -7, "SIGBUS"),

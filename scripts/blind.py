@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Blinds and scores the errbook-against-assistant comparison (eval/assistant/PROMPTS.md).
+
+    python3 scripts/blind.py            # errbook/ and memory/ -> blind/FILE.{A,B}.txt, key.tsv
+    python3 scripts/blind.py --score    # grades.tsv + key.tsv -> counts per source
+"""
+import csv
+import random
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "eval" / "assistant"
+SOURCES = ("errbook", "memory")
+
+
+def cases():
+    with open(ROOT / "sample.tsv") as f:
+        return [row[0] for row in csv.reader(f, delimiter="\t") if row]
+
+
+def blind():
+    rng = random.Random(39)
+    (ROOT / "blind").mkdir(exist_ok=True)
+    with open(ROOT / "key.tsv", "w") as key:
+        for case in cases():
+            order = list(SOURCES)
+            rng.shuffle(order)
+            for letter, source in zip("AB", order):
+                text = (ROOT / source / case).read_text()
+                (ROOT / "blind" / f"{case}.{letter}.txt").write_text(text)
+            key.write(f"{case}\t{order[0]}\t{order[1]}\n")
+
+
+def score():
+    with open(ROOT / "key.tsv") as f:
+        key = {row[0]: row[1:] for row in csv.reader(f, delimiter="\t") if row}
+    with open(ROOT / "sample.tsv") as f:
+        covered = {row[0]: row[1] != "none" for row in csv.reader(f, delimiter="\t") if row}
+    counts = {(s, c): Counter() for s in SOURCES for c in (True, False)}
+    with open(ROOT / "grades.tsv") as f:
+        rows = [r for r in csv.reader(f, delimiter="\t") if r and r[0] in key]
+    for row in rows:
+        case, grades = row[0], (row[3].strip(), row[4].strip())
+        for source, grade in zip(key[case], grades):
+            counts[(source, covered[case])][grade] += 1
+    print("| source | reports | right | partly | wrong | abstain |")
+    print("|---|---|---|---|---|---|")
+    for source in SOURCES:
+        for label, which in (("covered", [True]), ("not covered", [False]), ("all", [True, False])):
+            c = sum((counts[(source, w)] for w in which), Counter())
+            n = sum(c.values())
+            print(f"| {source} ({label}) | {n} | {c['right']} | {c['partly']} | {c['wrong']} | {c['abstain']} |")
+
+
+if __name__ == "__main__":
+    score() if "--score" in sys.argv else blind()

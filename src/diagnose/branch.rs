@@ -4,7 +4,7 @@
 use memchr::memmem;
 
 use super::triage::Triage;
-use crate::kb::{Entry, ExitSpec, SignatureKind};
+use crate::kb::{Entry, ExitSpec, Kb, SignatureKind};
 
 /// The branch a paste selects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +15,31 @@ pub struct ChosenBranch {
     pub lines: Vec<usize>,
     /// (placeholder name, value) from the paste, for `Branch::filled`.
     pub values: Vec<(String, String)>,
+}
+
+/// Entries (positions in `kb`) one of whose branches names a signal the paste's
+/// process died of, ascending. A plain exit code (1: "it raised") names no cause.
+pub fn named_by_exits(kb: &Kb, triage: &Triage) -> Vec<usize> {
+    if triage.exits.iter().all(|e| e.signal.is_none()) {
+        return Vec::new();
+    }
+    (kb.entries().iter().enumerate())
+        .filter(|(_, e)| {
+            e.branches.iter().any(|b| {
+                b.exits.iter().any(|spec| {
+                    triage
+                        .exits
+                        .iter()
+                        .filter(|e| e.signal.is_some())
+                        .any(|exit| match spec {
+                            ExitSpec::Code(code) => *code == exit.code,
+                            ExitSpec::Signal(name) => exit.signal == Some(name.as_str()),
+                        })
+                })
+            })
+        })
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// The first of `entry`'s branches that `text` (the paste's lines joined, each starting

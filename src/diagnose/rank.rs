@@ -170,6 +170,7 @@ impl Candidates {
         matches: impl IntoIterator<Item = (usize, Fired, bool)>,
         text: &[(usize, f32)],
         phrases: &[(usize, f32)],
+        exits: &[usize],
     ) -> Candidates {
         let mut list: Vec<Candidate> = Vec::new();
         let mut fired = Vec::new();
@@ -193,7 +194,8 @@ impl Candidates {
             fired.push(f);
             c.fired.end = fired.len();
         }
-        for (hits, is_text) in [(text, true), (phrases, false)] {
+        let exits: Vec<(usize, f32)> = exits.iter().map(|&e| (e, 0.0)).collect();
+        for (hits, source) in [(text, 0), (phrases, 1), (&exits[..], 2)] {
             for &(entry, rank) in hits {
                 let at = match list.binary_search_by_key(&entry, |c| c.entry) {
                     Ok(at) => at,
@@ -212,10 +214,12 @@ impl Candidates {
                     }
                 };
                 let claim = &mut list[at].claim;
-                if is_text {
-                    claim.text_rank = rank;
-                } else {
-                    claim.phrase_rank = rank;
+                match source {
+                    0 => claim.text_rank = rank,
+                    1 => claim.phrase_rank = rank,
+                    // An exit one of the entry's branches names weighs as a weak
+                    // signature.
+                    _ => claim.weak += 1,
                 }
             }
         }
@@ -422,6 +426,7 @@ pub(super) fn diagnose(
     let query = text_query(paste, &reading.lines, &reading.parsed);
     let analysed = index.analyse(&query.text);
     let signals = Signals::gather(index, &reading, query, &analysed)?;
+    let triage = triage(paste, &reading.text, &reading.starts, &reading.parsed);
     let candidates = Candidates::new(
         signals.signatures.iter().map(|m| {
             let (f, on_root) = reading.fired(m);
@@ -429,12 +434,12 @@ pub(super) fn diagnose(
         }),
         &signals.text,
         &signals.phrases,
+        &branch::named_by_exits(kb, &triage),
     );
     let terms = index.query_terms(signals.analysed)?;
     let mut ranked = rank(index, &candidates, &terms, limit.max(ANSWER_CANDIDATES) + 1);
     let supported = supported(index, &candidates, &reading, &mut ranked)?;
 
-    let triage = triage(paste, &reading.text, &reading.starts, &reading.parsed);
     // Each paste line's number, made only if some match has branches.
     let numbers: OnceCell<Vec<usize>> = OnceCell::new();
     let mut matches = Vec::new();
@@ -874,7 +879,8 @@ mod tests {
             (2, fired(1, false, 9), true),
             (7, fired(0, true, 5), false),
         ];
-        let candidates = Candidates::new(matches, &[(4, 1.0), (2, 0.5)], &[(9, 1.0), (4, 0.25)]);
+        let candidates =
+            Candidates::new(matches, &[(4, 1.0), (2, 0.5)], &[(9, 1.0), (4, 0.25)], &[]);
         let entries: Vec<usize> = candidates.list.iter().map(|c| c.entry).collect();
         assert_eq!(entries, [2, 4, 7, 9]);
         let two = candidates.get(2);

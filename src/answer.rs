@@ -38,6 +38,11 @@ fn rounded(score: f32) -> f64 {
     (f64::from(score) * 1000.0).round() / 1000.0
 }
 
+/// Bytes an entry's escaped texts take in an answer.
+fn texts_len(texts: [&RawValue; 3]) -> usize {
+    texts.iter().map(|t| t.get().len()).sum()
+}
+
 fn raw(text: &str) -> Box<RawValue> {
     let json = serde_json::to_string(text).expect("a string always serialises");
     RawValue::from_string(json).expect("a JSON string is valid JSON")
@@ -189,10 +194,7 @@ pub struct SearchHit<'a> {
 impl SearchHit<'_> {
     fn size(&self) -> usize {
         128 + self.slug.len() * 2
-            + [self.title, self.title_zh, self.summary]
-                .iter()
-                .map(|t| t.get().len())
-                .sum::<usize>()
+            + texts_len([self.title, self.title_zh, self.summary])
             + self.snippet.len()
             + 16 * self.tags.len()
     }
@@ -282,14 +284,10 @@ impl DiagnoseResponse<'_> {
 
 /// `text` cut to `max_chars` characters, with `…` where it was cut; true when cut.
 fn clip_chars(text: &mut String, max_chars: usize) -> bool {
-    match text.char_indices().nth(max_chars) {
-        None => false,
-        Some((at, _)) => {
-            text.truncate(at);
-            text.push('…');
-            true
-        }
-    }
+    let clipped = diagnose::clip(text, max_chars);
+    let cut = clipped.len() != text.len();
+    *text = clipped;
+    cut
 }
 
 fn truncate<T>(items: &mut Vec<T>, max: usize) -> bool {
@@ -364,10 +362,7 @@ impl SelectedBranch {
 impl DiagnoseMatch<'_> {
     fn size(&self) -> usize {
         256 + self.slug.len()
-            + [self.title, self.title_zh, self.summary]
-                .iter()
-                .map(|t| t.get().len())
-                .sum::<usize>()
+            + texts_len([self.title, self.title_zh, self.summary])
             + self
                 .evidence
                 .iter()

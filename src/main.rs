@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use errbook::answer::{Answers, EntryTexts};
-use errbook::diagnose::{Confidence, Diagnoser, Paste, Pasted, Request, Verdict};
+use errbook::diagnose::{Confidence, Diagnoser, Paste, Pasted, Request, Verdict, clip};
 use errbook::kb::{Branch, Kb, LoadError};
 use errbook::reload::Reloader;
 use errbook::search::{CacheBudget, IndexStore, SearchError, SearchIndex, SearchQuery};
@@ -343,14 +343,6 @@ fn diagnose(
 
 /// Lines of an entry's Fix printed under the first match.
 const FIX_LINES: usize = 30;
-
-fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        text.to_string()
-    } else {
-        format!("{}…", text.chars().take(max).collect::<String>())
-    }
-}
 
 fn parse_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {

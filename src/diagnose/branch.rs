@@ -4,7 +4,9 @@
 use memchr::memmem;
 
 use super::triage::Triage;
-use crate::kb::{Entry, ExitSpec, Kb, SignatureKind};
+use regex::Regex;
+
+use crate::kb::{Entry, Kb, SignatureKind};
 
 /// The branch a paste selects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,14 +29,9 @@ pub fn named_by_exits(kb: &Kb, triage: &Triage) -> Vec<usize> {
         .filter(|(_, e)| {
             e.branches.iter().any(|b| {
                 b.exits.iter().any(|spec| {
-                    triage
-                        .exits
-                        .iter()
+                    (triage.exits.iter())
                         .filter(|e| e.signal.is_some())
-                        .any(|exit| match spec {
-                            ExitSpec::Code(code) => *code == exit.code,
-                            ExitSpec::Signal(name) => exit.signal == Some(name.as_str()),
-                        })
+                        .any(|exit| spec.names(exit.code, exit.signal))
                 })
             })
         })
@@ -65,25 +62,18 @@ pub fn choose(
                 }
                 SignatureKind::Regex(re) => {
                     let Ok(re) = re.compiled() else { continue };
-                    if let Some(caps) = re.captures(text) {
-                        lines.push(line_at(caps.get(0).map_or(0, |m| m.start())));
-                        for name in re.capture_names().flatten() {
-                            if let Some(m) = caps.name(name)
-                                && !values.iter().any(|(n, _)| n == name)
-                            {
-                                values.push((name.to_string(), m.as_str().to_string()));
-                            }
-                        }
+                    if let Some(at) = capture(re, text, &mut values) {
+                        lines.push(line_at(at));
                     }
                 }
             }
         }
         for exit in &triage.exits {
-            let selects = branch.exits.iter().any(|spec| match spec {
-                ExitSpec::Code(code) => *code == exit.code,
-                ExitSpec::Signal(name) => exit.signal == Some(name.as_str()),
-            });
-            if selects {
+            if branch
+                .exits
+                .iter()
+                .any(|spec| spec.names(exit.code, exit.signal))
+            {
                 lines.push(exit.line);
             }
         }
@@ -94,15 +84,7 @@ pub fn choose(
         lines.dedup();
         for re in &branch.values {
             let Ok(re) = re.compiled() else { continue };
-            if let Some(caps) = re.captures(text) {
-                for name in re.capture_names().flatten() {
-                    if let Some(m) = caps.name(name)
-                        && !values.iter().any(|(n, _)| n == name)
-                    {
-                        values.push((name.to_string(), m.as_str().to_string()));
-                    }
-                }
-            }
+            capture(re, text, &mut values);
         }
         if let Some(rank) = triage.first_failure.as_ref().and_then(|f| f.rank) {
             values.push(("rank".into(), rank.to_string()));
@@ -120,4 +102,18 @@ pub fn choose(
         });
     }
     None
+}
+
+/// Where `re` first matches `text`, with each named group it captured added to
+/// `values` (the first value of a name wins).
+fn capture(re: &Regex, text: &str, values: &mut Vec<(String, String)>) -> Option<usize> {
+    let caps = re.captures(text)?;
+    for name in re.capture_names().flatten() {
+        if let Some(m) = caps.name(name)
+            && !values.iter().any(|(n, _)| n == name)
+        {
+            values.push((name.to_string(), m.as_str().to_string()));
+        }
+    }
+    caps.get(0).map(|m| m.start())
 }

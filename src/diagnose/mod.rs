@@ -24,6 +24,14 @@ pub use rank::{Confidence, Diagnosis, Evidence, EvidenceKind, Match, Verdict};
 pub use request::{DEFAULT_MATCHES, MAX_MATCHES, Pasted, Request, RequestError};
 pub use triage::{Consequence, ConsequenceKind, Exit, Fact, FirstFailure, KnownFrom, Triage};
 
+/// `text` cut to `max_chars` characters, with `…` where it was cut.
+pub fn clip(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
 /// The knowledge base ready for diagnosis: its index, whose `Kb` holds the signatures.
 pub struct Diagnoser {
     index: Arc<SearchIndex>,

@@ -849,13 +849,7 @@ fn clip_around(text: &str, span: (usize, usize)) -> (String, (usize, usize)) {
 }
 
 fn clip(text: &str) -> String {
-    let text = text.trim();
-    if text.chars().count() <= EVIDENCE_CHARS {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(EVIDENCE_CHARS).collect();
-    out.push('…');
-    out
+    super::clip(text.trim(), EVIDENCE_CHARS)
 }
 
 #[cfg(test)]

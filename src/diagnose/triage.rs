@@ -7,6 +7,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::clip;
 use super::parse::{Exception, Frame, Parsed};
 use super::paste::Paste;
 
@@ -303,14 +304,6 @@ impl Triage {
             ));
         }
         out.trim().to_string()
-    }
-}
-
-/// `text` cut to `max` characters, with `…` where it was cut.
-fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
     }
 }
 

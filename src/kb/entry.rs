@@ -94,6 +94,16 @@ pub enum ExitSpec {
     Signal(String),
 }
 
+impl ExitSpec {
+    /// Whether an exit with `code`, and `signal` if it was one, is this one.
+    pub fn names(&self, code: i32, signal: Option<&str>) -> bool {
+        match self {
+            ExitSpec::Code(c) => *c == code,
+            ExitSpec::Signal(name) => signal == Some(name.as_str()),
+        }
+    }
+}
+
 /// Facts a fix may name besides a regex's groups, filled from the paste's triage.
 pub const BRANCH_FACTS: [&str; 3] = ["rank", "exit_code", "signal"];
 

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 
 use super::{AppState, off_the_runtime};
 use crate::answer::{self, DiagnoseResponse};
-use crate::diagnose::{DEFAULT_MATCHES, MAX_MATCHES, Request};
+use crate::diagnose::{DEFAULT_MATCHES, MAX_MATCHES, Request, clip};
 use crate::kb::Entry;
 use crate::search::{SearchError, SearchQuery};
 
@@ -118,7 +118,7 @@ fn check_version(headers: &HeaderMap) -> Result<(), RpcError> {
         INVALID_REQUEST,
         format!(
             "unsupported MCP-Protocol-Version `{}`; this server speaks {}",
-            clip_chars(&version, 40),
+            clip(&version, 40),
             ACCEPTED_VERSIONS.join(" and ")
         ),
     ))
@@ -196,7 +196,7 @@ impl Message {
         if envelope.jsonrpc != "2.0" {
             return Err(invalid(format!(
                 "`jsonrpc` must be \"2.0\", got {:?}",
-                clip_chars(&envelope.jsonrpc, 20)
+                clip(&envelope.jsonrpc, 20)
             )));
         }
         match (envelope.method, envelope.id) {
@@ -274,7 +274,7 @@ fn dispatch(state: &AppState, method: &str, params: Option<Value>) -> Result<Val
             format!(
                 "method `{}` is not supported; errbook implements initialize, ping, \
                  tools/list and tools/call",
-                clip_chars(method, 60)
+                clip(method, 60)
             ),
         )),
     }
@@ -328,7 +328,7 @@ fn call_tool(state: &AppState, params: Option<Value>) -> Result<Value, RpcError>
                 INVALID_PARAMS,
                 format!(
                     "unknown tool `{}`; the tools are {TOOL_NAMES}",
-                    clip_chars(other, 60)
+                    clip(other, 60)
                 ),
             ));
         }
@@ -394,7 +394,7 @@ fn arguments<T: DeserializeOwned>(
         let Some(expected) = schema["properties"].get(name).map(|p| &p["type"]) else {
             return Err(invalid(format!(
                 "`{tool}` has no argument `{}`",
-                clip_chars(name, 40)
+                clip(name, 40)
             )));
         };
         let (fits, wanted) = match expected.as_str() {
@@ -405,7 +405,7 @@ fn arguments<T: DeserializeOwned>(
         if !fits {
             return Err(invalid(format!(
                 "`{name}` must be {wanted}, got {}",
-                clip_chars(&value.to_string(), 40)
+                clip(&value.to_string(), 40)
             )));
         }
     }
@@ -452,17 +452,9 @@ struct Clip {
 
 impl Clip {
     fn text(&mut self, text: &str) -> String {
-        let clipped = clip_chars(text, self.max_chars);
+        let clipped = clip(text, self.max_chars);
         self.cut |= clipped.len() != text.len();
         clipped
-    }
-}
-
-/// `text` cut to `max_chars` characters, with `…` where it was cut.
-fn clip_chars(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        None => text.to_string(),
-        Some((at, _)) => format!("{}…", &text[..at]),
     }
 }
 
@@ -548,7 +540,7 @@ fn search(state: &AppState, args: Value) -> Result<Value, ToolError> {
     {
         return Err(ToolError::Invalid(format!(
             "no entry has the tag `{}`; the tags are: {}. Or leave `tag` out.",
-            clip_chars(tag, 40),
+            clip(tag, 40),
             known_tags(state)
         )));
     }
@@ -637,7 +629,7 @@ fn fetch(state: &AppState, args: Value) -> Result<Value, ToolError> {
         ToolError::Invalid(format!(
             "there is no entry with id `{}`. Ids are slugs such as `nccl-invalid-usage`: \
              call the `search` tool to find the right one.",
-            clip_chars(id, 80)
+            clip(id, 80)
         ))
     })?;
     fit(|clip| FetchOutput {

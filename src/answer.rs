@@ -207,7 +207,8 @@ pub enum Verdict {
     Matched,
     /// Candidates worth a look; none is certain.
     Possible,
-    /// No entry fits; `closest` lists the nearest by text.
+    /// No entry fits. `matches` may hold low-confidence leads (right about one time
+    /// in three); without any, `closest` lists the nearest entries by text.
     NoMatch,
 }
 
@@ -225,7 +226,8 @@ impl From<diagnose::Verdict> for Verdict {
 pub struct DiagnoseResponse<'a> {
     pub verdict: Verdict,
     pub matches: Vec<DiagnoseMatch<'a>>,
-    /// With `no_match`: nearest entries by full text, not a diagnosis.
+    /// With `no_match` and no leads in `matches`: nearest entries by full text, not a
+    /// diagnosis.
     pub closest: Vec<SearchHit<'a>>,
     /// What happened, from the paste alone, whatever the verdict.
     pub triage: Triage,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use errbook::answer::{Answers, EntryTexts};
-use errbook::diagnose::{Confidence, Diagnoser, Paste, Pasted, Request, Verdict, clip};
+use errbook::diagnose::{Diagnoser, Paste, Pasted, Request, Verdict, clip};
 use errbook::kb::{Branch, Kb, LoadError};
 use errbook::reload::Reloader;
 use errbook::search::{CacheBudget, IndexStore, SearchError, SearchIndex, SearchQuery};
@@ -267,82 +267,107 @@ fn diagnose(
         println!("{}", serde_json::to_string_pretty(&answers.diagnosis(&d))?);
         return Ok(ExitCode::SUCCESS);
     }
-    let summary = d.triage.summary(d.parsed.root_exception());
-    match d.verdict {
-        Verdict::NoMatch => println!("no known entry matches this paste."),
-        Verdict::Possible => println!("no sure answer; these entries might be related:"),
-        Verdict::Matched => {}
-    }
-    if !summary.is_empty() {
-        println!("{summary}");
-    }
-    for fact in &d.triage.environment {
-        println!("  {}: {}", fact.name, fact.value);
-    }
-    if d.verdict == Verdict::NoMatch {
-        for hit in &d.closest {
-            if let Some(e) = kb.get(&hit.slug) {
-                println!("  closest by text: {} [{}]", e.title, e.slug);
-            }
-        }
-    }
-    for (i, m) in d.matches.iter().enumerate() {
-        let Some(e) = kb.get(&m.slug) else { continue };
-        let answer = d.verdict == Verdict::Matched && i == 0;
-        println!(
-            "\n{}. {} [{}] — {}{} confidence",
-            i + 1,
-            e.title,
-            e.slug,
-            if answer { "the answer, " } else { "" },
-            m.confidence.as_str()
-        );
-        if answer {
-            println!("   {}", e.summary);
-        }
-        if let Some(chosen) = &m.branch {
-            let b = &e.branches[chosen.index];
-            let lines: Vec<String> = chosen.lines.iter().map(usize::to_string).collect();
-            println!("   most likely: {} (line {})", b.title, lines.join(", "));
-            if i == 0 {
-                for line in Branch::filled(&b.fix, &chosen.values).lines() {
-                    println!("     {line}");
-                }
-                let others: Vec<&str> = (e.branches.iter())
-                    .filter(|o| o.id != b.id)
-                    .map(|o| o.title.as_str())
-                    .collect();
-                if !others.is_empty() {
-                    println!("   if it is not this, check: {}", others.join("; "));
-                }
-            }
-        }
-        for ev in &m.evidence {
-            println!("   line {:>5}: {}", ev.line, clip(&ev.text, 120));
-        }
-        // A low-confidence candidate is a lead to check, not an answer: it shows its
-        // evidence but not its fix.
-        let fix_worth_showing = d.verdict == Verdict::Matched || m.confidence != Confidence::Low;
-        if i == 0
-            && fix_worth_showing
-            && m.branch.is_none()
-            && let Some(fix) = e.section("Fix")
-        {
-            println!("   fix:");
-            for line in fix.lines().take(FIX_LINES) {
-                println!("     {line}");
-            }
-            let more = fix.lines().count().saturating_sub(FIX_LINES);
-            if more > 0 {
-                println!("     … {more} more lines in kb/{}.md", e.slug);
-            }
-        }
-    }
+    print_diagnosis(kb, &d);
     Ok(ExitCode::SUCCESS)
 }
 
 /// Lines of an entry's Fix printed under the first match.
 const FIX_LINES: usize = 30;
+
+/// A diagnosis as a terminal's first screen: the answer and its fix first when there is
+/// one; otherwise what happened, then the candidates (`possible`) or the leads
+/// (`no_match`), one line each past the first.
+fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis) {
+    let summary = d.triage.summary(d.parsed.root_exception());
+    let what_happened = || {
+        if !summary.is_empty() {
+            println!("{summary}");
+        }
+        for fact in &d.triage.environment {
+            println!("  {}: {}", fact.name, fact.value);
+        }
+    };
+    match d.verdict {
+        Verdict::Matched => {}
+        Verdict::Possible => {
+            println!("errbook is not sure; the closest candidate:");
+            what_happened();
+            println!();
+        }
+        Verdict::NoMatch => {
+            println!("errbook does not know this failure: no entry fits it firmly.");
+            what_happened();
+            if d.matches.is_empty() {
+                for hit in &d.closest {
+                    if let Some(e) = kb.get(&hit.slug) {
+                        println!("  closest by text: {} [{}]", e.title, e.slug);
+                    }
+                }
+            } else {
+                println!("\nentries with a little evidence, each unlikely:");
+                for m in &d.matches {
+                    if let Some(e) = kb.get(&m.slug) {
+                        println!("  - {} [{}]", e.title, e.slug);
+                    }
+                }
+            }
+            return;
+        }
+    }
+    let Some((m, e)) = d.matches.first().and_then(|m| Some((m, kb.get(&m.slug)?))) else {
+        return;
+    };
+    let answer = d.verdict == Verdict::Matched;
+    println!(
+        "{} [{}] — {}{} confidence",
+        e.title,
+        e.slug,
+        if answer { "the answer, " } else { "" },
+        m.confidence.as_str()
+    );
+    println!("   {}", e.summary);
+    for ev in &m.evidence {
+        println!("   line {:>5}: {}", ev.line, clip(&ev.text, 120));
+    }
+    if let Some(chosen) = &m.branch {
+        let b = &e.branches[chosen.index];
+        let lines: Vec<String> = chosen.lines.iter().map(usize::to_string).collect();
+        println!("\n   most likely: {} (line {})", b.title, lines.join(", "));
+        for line in Branch::filled(&b.fix, &chosen.values).lines() {
+            println!("     {line}");
+        }
+        let others: Vec<&str> = (e.branches.iter())
+            .filter(|o| o.id != b.id)
+            .map(|o| o.title.as_str())
+            .collect();
+        if !others.is_empty() {
+            println!("   if it is not this, check: {}", others.join("; "));
+        }
+    } else if let Some(fix) = e.section("Fix") {
+        println!("\n   fix:");
+        for line in fix.lines().take(FIX_LINES) {
+            println!("     {line}");
+        }
+        let more = fix.lines().count().saturating_sub(FIX_LINES);
+        if more > 0 {
+            println!("     … {more} more lines in kb/{}.md", e.slug);
+        }
+    }
+    if answer && !(summary.is_empty() && d.triage.environment.is_empty()) {
+        println!();
+        what_happened();
+    }
+    let others: Vec<_> = d.matches[1..]
+        .iter()
+        .filter_map(|m| Some((m, kb.get(&m.slug)?)))
+        .collect();
+    if !others.is_empty() {
+        println!("\nother candidates:");
+        for (m, e) in others {
+            println!("  - {} [{}] — {}", e.title, e.slug, m.confidence.as_str());
+        }
+    }
+}
 
 fn parse_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {

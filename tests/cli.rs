@@ -434,15 +434,16 @@ fn diagnose_reads_a_log_from_standard_input() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8_lossy(&out.stdout);
+    let heading = text.lines().next().unwrap();
     assert!(
-        text.contains("[view-inplace] — the answer, high confidence"),
-        "{text}"
+        heading.ends_with("[view-inplace] — the answer, high confidence"),
+        "the answer comes first: {text}"
     );
     assert!(
-        text.starts_with("Rank 0 failed first: RuntimeError: Output 0 of SliceBackward0"),
+        text.contains("\nRank 0 failed first: RuntimeError: Output 0 of SliceBackward0"),
         "{text}"
     );
-    let first = text.split("\n2. ").next().unwrap();
+    let first = text.split("\nother candidates:").next().unwrap();
     assert_eq!(
         first.matches("line     1:").count(),
         1,

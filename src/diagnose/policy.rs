@@ -43,7 +43,7 @@ pub const WEAK_COUNTED: usize = 2;
 /// launcher's wrapper that half of a large knowledge base quotes): it counts for none
 /// of them, and they must be found by their other evidence.
 pub const MOST_ENTRIES_PER_SIGNATURE: usize = 64;
-/// A strong signature on the root-cause exception's lines, once.
+/// A signature on the root-cause exception's lines, once.
 pub const ON_ROOT_CAUSE: f32 = 5.0;
 /// Full-text rank of the paste's messages, relative to the best entry's (0..=1).
 pub const TEXT_RANK: f32 = 6.0;
@@ -92,7 +92,8 @@ pub struct Claim {
     pub strong: usize,
     /// Weak signatures that fired.
     pub weak: usize,
-    /// A strong signature fired on a root-cause line.
+    /// A strong signature fired on a root-cause line, or any signature fired on a
+    /// paste without an exception.
     pub on_root: bool,
     /// Full-text rank relative to the best entry's, 0..=1.
     pub text_rank: f32,
@@ -175,12 +176,14 @@ pub fn confidence(claim: &Claim, lead: Option<Lead>) -> Confidence {
 
 /// The verdict from the first supported match's confidence (`None`: none supported).
 /// Only `high` is `matched`: on the labelled sets in `eval/` and the dev set it was
-/// right every time (46 of 46), `medium` about 3 times in 5, `low` 1 in 3 on real
-/// tracker reports (`errbook eval DIR` prints the table).
+/// right every time (46 of 46). `medium` is `possible`, right about 3 times in 5. A
+/// `low` first match is right about 1 time in 3 on real tracker reports, less often
+/// than not, so it is `no_match`: its matches are leads, not answers (`errbook eval
+/// DIR` prints the table).
 pub fn verdict(first: Option<Confidence>) -> Verdict {
     match first {
         Some(Confidence::High) => Verdict::Matched,
-        Some(_) => Verdict::Possible,
-        None => Verdict::NoMatch,
+        Some(Confidence::Medium) => Verdict::Possible,
+        Some(Confidence::Low) | None => Verdict::NoMatch,
     }
 }

@@ -37,7 +37,8 @@ pub enum Verdict {
     /// The evidence supports some entries, not firmly enough to call one the answer:
     /// candidates worth a look.
     Possible,
-    /// No entry is supported; `closest` holds the nearest by text.
+    /// No entry fits: `matches` holds at most low-confidence leads, and when there
+    /// are none `closest` holds the nearest entries by text.
     NoMatch,
 }
 
@@ -124,9 +125,9 @@ pub struct Match {
 #[derive(Debug, Clone)]
 pub struct Diagnosis {
     pub verdict: Verdict,
-    /// Ranked answers; empty when the verdict is `no_match`.
+    /// Ranked candidates, best first; with `no_match`, low-confidence leads or none.
     pub matches: Vec<Match>,
-    /// With `no_match`: the nearest entries by full text, for the reader to judge.
+    /// When no entry is supported at all: the nearest by full text, for the reader.
     pub closest: Vec<Hit>,
     pub parsed: Parsed,
     /// What happened, from parsing alone: first failure, own frame, consequences,
@@ -189,8 +190,8 @@ impl Candidates {
                 c.claim.weak += 1;
             } else {
                 c.claim.strong += 1;
-                c.claim.on_root |= on_root;
             }
+            c.claim.on_root |= on_root;
             fired.push(f);
             c.fired.end = fired.len();
         }
@@ -309,7 +310,14 @@ impl<'p> Reading<'p> {
             line,
             span: (m.start - line_start, m.end.min(line_end) - line_start),
         };
-        (fired, root_line_range(&self.parsed).contains(&line))
+        // Without an exception, the lines any signature fires on are all the paste says
+        // of its failure: they stand for the root cause. With one, only a strong
+        // signature on its lines does (a launcher's wrapper follows it closely).
+        let on_root = match self.parsed.root_exception() {
+            Some(_) => !m.weak && root_line_range(&self.parsed).contains(&line),
+            None => true,
+        };
+        (fired, on_root)
     }
 }
 
@@ -483,7 +491,7 @@ pub(super) fn diagnose(
         }
     }
     let verdict = policy::verdict(matches.first().map(|m| m.confidence));
-    let closest = if verdict == Verdict::NoMatch {
+    let closest = if matches.is_empty() {
         // Shown to the reader, so with snippets this time.
         std::sync::Arc::unwrap_or_clone(index.search(&SearchQuery::new(
             &signals.query.text,

@@ -129,6 +129,9 @@ enum Command {
 fn main() -> ExitCode {
     tune_allocator();
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve { .. }) {
+        quit_on_closed_pipe();
+    }
     let result = match cli.command {
         Command::Serve { kb, options } => serve(&kb, options),
         Command::Check { kb } => check(&kb),
@@ -153,6 +156,16 @@ fn main() -> ExitCode {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// A command whose reader goes away (`errbook diagnose x.log | head -1`) ends quietly as
+/// other Unix tools do, by SIGPIPE, instead of panicking on the failed write. The
+/// server keeps Rust's default of ignoring it: a client that hangs up is not an end.
+fn quit_on_closed_pipe() {
+    // SAFETY: called before any thread starts; SIG_DFL is a valid disposition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

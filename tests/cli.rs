@@ -772,3 +772,52 @@ fn check_requires_an_example_that_selects_each_branch() {
     );
     assert!(!stderr.contains("branch `disk`"), "{stderr}");
 }
+
+/// A reader that goes away early (`| head -1`) ends the command by SIGPIPE,
+/// as it would any Unix tool, never by a panic (exit 101).
+#[cfg(unix)]
+#[test]
+fn diagnose_ends_quietly_when_its_reader_goes_away() {
+    use std::os::unix::process::ExitStatusExt;
+
+    let log: String = (0..2000)
+        .map(|i| {
+            format!(
+                "[rank{}]: RuntimeError: NCCL error in: x.cpp:{i}, unhandled system error\n",
+                i % 8
+            )
+        })
+        .collect();
+    let path = std::env::temp_dir().join(format!("errbook-pipe-{}.log", std::process::id()));
+    std::fs::write(&path, log).unwrap();
+    for _ in 0..5 {
+        let mut child = errbook_command()
+            .args([
+                "diagnose",
+                "--kb",
+                fixture_dir().to_str().unwrap(),
+                "--json",
+            ])
+            .arg(&path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Closed before errbook has loaded its knowledge base: its first write fails.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(
+            out.status.success() || out.status.signal() == Some(libc_sigpipe()),
+            "{:?}: {stderr}",
+            out.status
+        );
+    }
+    std::fs::remove_file(&path).ok();
+}
+
+#[cfg(unix)]
+fn libc_sigpipe() -> i32 {
+    13
+}

@@ -518,13 +518,18 @@ fn root_cause_block(lines: &[super::paste::Line]) -> RootCause {
 /// one comes first: "During handling of the above exception...").
 fn choose_root(parsed: &Parsed) -> Option<usize> {
     let real = |e: &&Exception| !e.wrapper && e.kind != "KeyboardInterrupt";
-    if let Some(rank) = parsed.first_failure.as_ref().and_then(|r| r.rank)
-        && let Some(i) = parsed
-            .exceptions
-            .iter()
-            .position(|e| e.rank == Some(rank) && real(&e))
+    if let Some(first) = &parsed.first_failure
+        && let Some(rank) = first.rank
     {
-        return Some(i);
+        if let Some(i) = (parsed.exceptions.iter()).position(|e| e.rank == Some(rank) && real(&e)) {
+            return Some(i);
+        }
+        // Killed by a signal without a word of its own (SIGKILL from the OOM killer):
+        // the other ranks' exceptions (a peer that closed its connection) follow
+        // from it and explain nothing.
+        if first.exitcode.is_some_and(|c| c < 0) {
+            return None;
+        }
     }
     parsed
         .exceptions

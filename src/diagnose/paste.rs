@@ -178,7 +178,14 @@ struct Builder {
     total: usize,
     duplicates: usize,
     truncated: bool,
+    /// Lines still to keep whole, the fields of torchrun's `Root Cause` block: they
+    /// repeat, numbers aside, the blocks of the ranks stopped after it.
+    block_lines: usize,
 }
+
+/// torchrun's record of the rank that failed first, and its field lines after it.
+const ROOT_CAUSE_BLOCK: &str = "Root Cause (first observed failure)";
+const ROOT_CAUSE_FIELDS: usize = 8;
 
 struct Seed(u64);
 
@@ -193,8 +200,13 @@ impl Builder {
         self.total += 1;
         let number = self.total;
         let raw = cut(raw, MAX_LINE_BYTES);
+        let in_block = self.block_lines > 0;
+        self.block_lines = self.block_lines.saturating_sub(1);
+        if raw.contains(ROOT_CAUSE_BLOCK) {
+            self.block_lines = ROOT_CAUSE_FIELDS;
+        }
         // Past the line budget, only error-looking lines are worth cleaning at all.
-        if self.head_full() && !looks_like_error(raw) {
+        if self.head_full() && !looks_like_error(raw) && !in_block {
             self.truncated = true;
             return;
         }
@@ -225,14 +237,14 @@ impl Builder {
             return;
         }
         let full = self.head_full();
-        if full && !looks_like_error(&text) {
+        if full && !looks_like_error(&text) && !in_block {
             self.truncated = true;
             return;
         }
         dedup_key(&text, &mut self.key);
         // xxh3, not the standard library's SipHash: every byte of the paste is hashed.
         let hash = xxhash_rust::xxh3::xxh3_64_with_seed(&self.key, self.seed.0);
-        if !self.seen.insert(hash) {
+        if !self.seen.insert(hash) && !in_block {
             self.duplicates += 1;
             return;
         }

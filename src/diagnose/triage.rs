@@ -195,11 +195,13 @@ pub fn triage(paste: &Paste, text: &str, starts: &[usize], parsed: &Parsed) -> T
             triage.exits.push(exit);
         }
         let other_rank = line.rank.is_none() || line.rank != failed_rank;
+        // Something failed that a line of another rank can follow from.
+        let failed = root.is_some() || failed_rank.is_some();
         let kind = if SURVIVORS.is_match(words) {
             Some(ConsequenceKind::LauncherStopsSurvivors)
-        } else if PEER.is_match(words) && other_rank && root.is_some() && !root_is(&PEER) {
+        } else if PEER.is_match(words) && other_rank && failed && !root_is(&PEER) {
             Some(ConsequenceKind::PeerConnectionLost)
-        } else if WATCHDOG.is_match(words) && other_rank && root.is_some() && !root_is(&WATCHDOG) {
+        } else if WATCHDOG.is_match(words) && other_rank && failed && !root_is(&WATCHDOG) {
             Some(ConsequenceKind::WatchdogTimeout)
         } else if words.contains("ChildFailedError") && root.is_some_and(|e| !e.wrapper) {
             Some(ConsequenceKind::LauncherSummary)
@@ -562,6 +564,54 @@ torch 2.3.1+cu121 NCCL version 2.20.5 on NVIDIA A100-SXM4-80GB, world_size=8
         );
         assert!(t.consequences.is_empty(), "{:?}", t.consequences);
         assert_eq!(t.first_failure.unwrap().rank, Some(0));
+    }
+
+    /// What a run that `kill -9` took a rank from prints (torch 2.x, gloo, 8 ranks): the
+    /// other ranks' exceptions first, then torchrun's blocks for every rank, whose
+    /// fields repeat numbers aside, the root cause's last.
+    #[test]
+    fn a_rank_killed_without_a_word_failed_first_and_its_peers_errors_follow() {
+        let mut text = String::new();
+        for rank in [2, 4] {
+            text.push_str(&format!(
+                "[default{rank}]:[rank{rank}]: Traceback (most recent call last):\n\
+                 [default{rank}]:[rank{rank}]:   File \"/job/train.py\", line 43, in <module>\n\
+                 [default{rank}]:[rank{rank}]:     dist.all_reduce(flag)\n\
+                 [default{rank}]:[rank{rank}]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed by peer [127.0.0.1]:27542\n"
+            ));
+        }
+        text.push_str("E1126 22:16:50.452000 27550 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) local_rank: 3 (pid: 27557) of binary: /venv/bin/python\n");
+        text.push_str(
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\nFailures:\n",
+        );
+        for rank in [0, 1, 2, 4] {
+            text.push_str(&format!(
+                "[{rank}]:\n  time      : 2026-11-26_22:16:50\n  host      : node-1\n  rank      : {rank} (local_rank: {rank})\n  exitcode  : -15 (pid: 2755{rank})  (SIGTERM)\n  error_file: <N/A>\n  traceback : Signal 15 (SIGTERM) received by PID 2755{rank}\n"
+            ));
+        }
+        text.push_str("Root Cause (first observed failure):\n[0]:\n  time      : 2026-11-26_22:16:50\n  host      : node-1\n  rank      : 3 (local_rank: 3)\n  exitcode  : -9 (pid: 27557)  (SIGKILL)\n  error_file: <N/A>\n  traceback : Signal 9 (SIGKILL) received by PID 27557\n");
+        let paste = Paste::from_text(&text);
+        let (joined, starts) = paste.joined();
+        let parsed = parse(&paste, &joined, &starts);
+        assert!(
+            parsed.root_exception().is_none(),
+            "{:?}",
+            parsed.root_exception()
+        );
+        let t = triage(&paste, &joined, &starts, &parsed);
+        let first = t.first_failure.as_ref().unwrap();
+        assert_eq!(
+            (first.rank, first.host.as_deref()),
+            (Some(3), Some("node-1"))
+        );
+        let kinds: Vec<_> = t.consequences.iter().map(|c| (c.kind, c.rank)).collect();
+        assert!(
+            kinds.contains(&(ConsequenceKind::PeerConnectionLost, Some(2))),
+            "{kinds:?}"
+        );
+        let summary = t.summary(None);
+        assert!(summary.starts_with("Rank 3 failed first."), "{summary}");
+        assert!(summary.contains("Exit code -9 (SIGKILL)"), "{summary}");
     }
 
     #[test]

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Blinds and scores the errbook-against-assistant comparison (eval/assistant/PROMPTS.md).
 
-    python3 scripts/blind.py            # errbook/ and memory/ -> blind/FILE.{A,B}.txt, key.tsv
+    python3 scripts/blind.py            # errbook/, memory/, tools/ -> blind/CASE.{A,B,C}.txt, key.tsv
     python3 scripts/blind.py --score    # grades.tsv + key.tsv -> counts per source
+
+sample.tsv: case, tracker file, label (`none`: no entry answers it), source URL.
+grades.tsv: case, resolution, resolution_found, grade_A, grade_B, grade_C, note.
 """
 import csv
 import random
@@ -11,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "eval" / "assistant"
-SOURCES = ("errbook", "memory")
+SOURCES = ("errbook", "memory", "tools")
 
 
 def cases():
@@ -26,22 +29,22 @@ def blind():
         for case in cases():
             order = list(SOURCES)
             rng.shuffle(order)
-            for letter, source in zip("AB", order):
+            for letter, source in zip("ABC", order):
                 text = (ROOT / source / case).read_text()
                 (ROOT / "blind" / f"{case}.{letter}.txt").write_text(text)
-            key.write(f"{case}\t{order[0]}\t{order[1]}\n")
+            key.write("\t".join([case, *order]) + "\n")
 
 
 def score():
     with open(ROOT / "key.tsv") as f:
         key = {row[0]: row[1:] for row in csv.reader(f, delimiter="\t") if row}
     with open(ROOT / "sample.tsv") as f:
-        covered = {row[0]: row[1] != "none" for row in csv.reader(f, delimiter="\t") if row}
+        covered = {row[0]: row[2] != "none" for row in csv.reader(f, delimiter="\t") if row}
     counts = {(s, c): Counter() for s in SOURCES for c in (True, False)}
     with open(ROOT / "grades.tsv") as f:
         rows = [r for r in csv.reader(f, delimiter="\t") if r and r[0] in key]
     for row in rows:
-        case, grades = row[0], (row[3].strip(), row[4].strip())
+        case, grades = row[0], [g.strip() for g in row[3 : 3 + len(SOURCES)]]
         for source, grade in zip(key[case], grades):
             counts[(source, covered[case])][grade] += 1
     print("| source | reports | right | partly | wrong | abstain |")

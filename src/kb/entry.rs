@@ -433,6 +433,20 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
         }
     }
 
+    // What selects a branch names its entry's problem too: each `when` fragment is also
+    // a weak signature of the entry (the symptom's other causes share its entry).
+    for branch in &branches {
+        for when in &branch.when {
+            let signature = Signature {
+                kind: when.clone(),
+                weak: true,
+            };
+            if !signatures.iter().any(|s| s.as_str() == signature.as_str()) {
+                signatures.push(signature);
+            }
+        }
+    }
+
     let body = split.body;
     for (line, message) in markdown::check_sections(body) {
         v.problems.push(Problem::new(
@@ -685,6 +699,12 @@ mod tests {
             [ExitSpec::Signal("SIGKILL".into()), ExitSpec::Code(-9)]
         );
         assert_eq!(good.branch_lines, [11]);
+        // What selects the branch is also a weak signature of the entry.
+        let from_when = good.signatures.last().unwrap();
+        assert_eq!(
+            (from_when.as_str(), from_when.weak),
+            ("rank (?P<r>\\d+)", true)
+        );
         let problems = with_branches(
             "  - id: Bad Id\n    title: ''\n    title_zh: 一\n    exits: [KILL]\n    fix: '{nope|x}'\n    fix_zh: x\n",
         )

@@ -9,7 +9,7 @@ use std::io::BufRead;
 use std::sync::LazyLock;
 
 use regex::Regex;
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Most lines kept from the start of one paste; past this only error-looking lines
 /// are kept.
@@ -56,6 +56,9 @@ pub struct Line {
     pub number: usize,
     /// The rank the line came from, when a `[rank3]:`-style prefix said so.
     pub rank: Option<u32>,
+    /// Every rank below 64 that printed this line, numbers aside (bit `r` for rank `r`):
+    /// its own and those of the copies folded into it.
+    pub ranks: u64,
     /// The line without prefixes and colours.
     pub text: String,
     /// Whether the last raw line was at least a terminal's width (`WRAP_WIDTH`
@@ -178,6 +181,10 @@ struct Builder {
     total: usize,
     duplicates: usize,
     truncated: bool,
+    /// The dedup hash of each line in `lines`.
+    hashes: Vec<u64>,
+    /// For each kept line's dedup hash, the ranks that printed it (see `Line::ranks`).
+    rank_masks: FxHashMap<u64, u64>,
     /// Lines still to keep whole, the fields of torchrun's `Root Cause` block: they
     /// repeat, numbers aside, the blocks of the ranks stopped after it.
     block_lines: usize,
@@ -244,6 +251,9 @@ impl Builder {
         dedup_key(&text, &mut self.key);
         // xxh3, not the standard library's SipHash: every byte of the paste is hashed.
         let hash = xxhash_rust::xxh3::xxh3_64_with_seed(&self.key, self.seed.0);
+        if let Some(r) = rank.filter(|&r| r < 64) {
+            *self.rank_masks.entry(hash).or_default() |= 1 << r;
+        }
         if !self.seen.insert(hash) && !in_block {
             self.duplicates += 1;
             return;
@@ -251,6 +261,7 @@ impl Builder {
         let line = Line {
             number,
             rank,
+            ranks: 0,
             text,
             wide,
             last: number,
@@ -258,6 +269,7 @@ impl Builder {
         if !full {
             self.head_bytes += line.text.len();
             self.lines.push(line);
+            self.hashes.push(hash);
             return;
         }
         // Past the budget: keep the latest error lines, forgetting the oldest (and
@@ -270,6 +282,7 @@ impl Builder {
                 break;
             };
             self.seen.remove(&oldest);
+            self.rank_masks.remove(&oldest);
             self.tail_bytes -= line.text.len();
         }
     }
@@ -288,8 +301,16 @@ impl Builder {
     }
 
     fn finish(mut self) -> Paste {
+        let masks = &self.rank_masks;
+        let mask = |hash: &u64| masks.get(hash).copied().unwrap_or(0);
+        for (line, hash) in self.lines.iter_mut().zip(&self.hashes) {
+            line.ranks = mask(hash);
+        }
         self.lines
-            .extend(self.tail.into_iter().map(|(_, line)| line));
+            .extend(self.tail.into_iter().map(|(hash, mut line)| {
+                line.ranks = mask(&hash);
+                line
+            }));
         Paste {
             lines: self.lines,
             total_lines: self.total,

@@ -194,7 +194,19 @@ pub fn triage(paste: &Paste, text: &str, starts: &[usize], parsed: &Parsed) -> T
         {
             triage.exits.push(exit);
         }
-        let other_rank = line.rank.is_none() || line.rank != failed_rank;
+        // The ranks that printed this line (copies from several ranks are one line).
+        let ranks: Vec<Option<u32>> = if line.ranks == 0 {
+            vec![line.rank]
+        } else {
+            (0..64)
+                .filter(|r| line.ranks & (1 << r) != 0)
+                .map(Some)
+                .collect()
+        };
+        let others: Vec<Option<u32>> = (ranks.iter().copied())
+            .filter(|r| r.is_none() || *r != failed_rank)
+            .collect();
+        let other_rank = !others.is_empty();
         // Something failed that a line of another rank can follow from.
         let failed = root.is_some() || failed_rank.is_some();
         let kind = if SURVIVORS.is_match(words) {
@@ -208,16 +220,25 @@ pub fn triage(paste: &Paste, text: &str, starts: &[usize], parsed: &Parsed) -> T
         } else {
             None
         };
-        if let Some(kind) = kind
-            && triage.consequences.len() < MOST_LISTED
-            && !(triage.consequences.iter()).any(|c| c.kind == kind && c.rank == line.rank)
-        {
-            triage.consequences.push(Consequence {
-                line: line.number,
-                rank: line.rank,
-                kind,
-                text: words.trim().to_string(),
-            });
+        let Some(kind) = kind else { continue };
+        let who = match kind {
+            ConsequenceKind::PeerConnectionLost | ConsequenceKind::WatchdogTimeout => others,
+            _ => vec![line.rank],
+        };
+        for rank in who {
+            if (triage.consequences.iter())
+                .filter(|c| c.kind == kind)
+                .count()
+                < MOST_LISTED
+                && !(triage.consequences.iter()).any(|c| c.kind == kind && c.rank == rank)
+            {
+                triage.consequences.push(Consequence {
+                    line: line.number,
+                    rank,
+                    kind,
+                    text: words.trim().to_string(),
+                });
+            }
         }
     }
     for version in &parsed.versions {
@@ -280,12 +301,10 @@ impl Triage {
         }
         let mut kinds = Vec::new();
         for c in &self.consequences {
-            if kinds.contains(&c.kind) || kinds.len() == 2 {
+            if kinds.contains(&c.kind) {
                 continue;
             }
             kinds.push(c.kind);
-            let who = c.rank.map_or(String::new(), |r| format!("Rank {r}'s "));
-            let text = clip(&c.text, 80);
             let sentence = match c.kind {
                 ConsequenceKind::LauncherStopsSurvivors => {
                     " The launcher's SIGTERM to the other ranks follows from it.".to_string()
@@ -293,11 +312,39 @@ impl Triage {
                 ConsequenceKind::LauncherSummary => {
                     " The launcher's ChildFailedError only reports it.".to_string()
                 }
-                _ => format!(" {who}\"{text}\" follows from it."),
+                ConsequenceKind::PeerConnectionLost | ConsequenceKind::WatchdogTimeout => {
+                    let same: Vec<&Consequence> = self
+                        .consequences
+                        .iter()
+                        .filter(|o| o.kind == c.kind)
+                        .collect();
+                    let ranks: Vec<u32> = same.iter().filter_map(|o| o.rank).collect();
+                    let (what, quoted) = if c.kind == ConsequenceKind::PeerConnectionLost {
+                        (
+                            "lost the connection to it",
+                            PEER.find(&c.text).map_or("", |m| m.as_str()),
+                        )
+                    } else {
+                        (
+                            "timed out waiting for it in a collective",
+                            "Watchdog caught collective operation timeout",
+                        )
+                    };
+                    let who = if ranks.is_empty() {
+                        "Other processes".to_string()
+                    } else {
+                        ranks_in_words(&ranks, same.len() >= MOST_LISTED)
+                    };
+                    format!(" {who} then {what} (\"{quoted}\").")
+                }
             };
             out.push_str(&sentence);
         }
-        if let Some(exit) = self.exits.iter().find(|e| e.signal.is_some()) {
+        // The survivors' SIGTERM is said already when the launcher was seen sending it.
+        let said = |e: &&Exit| {
+            e.signal == Some("SIGTERM") && kinds.contains(&ConsequenceKind::LauncherStopsSurvivors)
+        };
+        if let Some(exit) = (self.exits.iter()).find(|e| e.signal.is_some() && !said(e)) {
             out.push_str(&format!(
                 " Exit code {} ({}): {}.",
                 exit.code,
@@ -306,6 +353,17 @@ impl Triage {
             ));
         }
         out.trim().to_string()
+    }
+}
+
+/// "Rank 4", "Ranks 2 and 4", "Ranks 0, 1, 2 and more".
+fn ranks_in_words(ranks: &[u32], more: bool) -> String {
+    let list: Vec<String> = ranks.iter().map(u32::to_string).collect();
+    match (list.as_slice(), more) {
+        ([one], false) => format!("Rank {one}"),
+        (many, true) => format!("Ranks {} and more", many.join(", ")),
+        ([init @ .., last], false) => format!("Ranks {} and {last}", init.join(", ")),
+        ([], _) => String::new(),
     }
 }
 
@@ -518,7 +576,7 @@ torch 2.3.1+cu121 NCCL version 2.20.5 on NVIDIA A100-SXM4-80GB, world_size=8
         assert!(
             summary.starts_with(
                 "Rank 1 failed first: KeyError: 'warmup_steps' (in train.py line 13, in main). \
-                 Rank 0's \"[E ProcessGroupGloo.cpp:144] Connection closed by peer"
+                 Rank 0 then lost the connection to it (\"Connection closed by peer\")."
             ),
             "{summary}"
         );
@@ -612,6 +670,32 @@ torch 2.3.1+cu121 NCCL version 2.20.5 on NVIDIA A100-SXM4-80GB, world_size=8
         let summary = t.summary(None);
         assert!(summary.starts_with("Rank 3 failed first."), "{summary}");
         assert!(summary.contains("Exit code -9 (SIGKILL)"), "{summary}");
+    }
+
+    /// Eight ranks print the same peer error, numbers aside: one paste line, and every
+    /// rank but the first to fail is named in the summary.
+    #[test]
+    fn the_summary_counts_every_rank_that_printed_a_folded_line() {
+        let mut text = String::from(
+            "[rank3]: Traceback (most recent call last):\n[rank3]:   File \"/job/train.py\", line 9, in <module>\n[rank3]:     step(batch)\n[rank3]: ValueError: bad batch 17\n",
+        );
+        for rank in [0, 1, 2, 4, 5, 6, 7] {
+            text.push_str(&format!(
+                "[rank{rank}]: RuntimeError: [../gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.{rank}]:4{rank}21\n"
+            ));
+        }
+        let paste = Paste::from_text(&text);
+        assert_eq!(paste.lines.len(), 5, "{:?}", paste.lines);
+        let (joined, starts) = paste.joined();
+        let parsed = parse(&paste, &joined, &starts);
+        let t = triage(&paste, &joined, &starts, &parsed);
+        let summary = t.summary(parsed.root_exception());
+        assert!(
+            summary.contains(
+                "Ranks 0, 1, 2, 4, 5, 6 and 7 then lost the connection to it (\"Connection closed by peer\")."
+            ),
+            "{summary}"
+        );
     }
 
     #[test]

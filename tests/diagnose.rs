@@ -245,6 +245,39 @@ async fn answer_page_says_plainly_when_nothing_matches() {
     assert!(!page.body.contains("Diagnosis ·"));
 }
 
+/// A first match of low confidence is wrong more often than right on real reports: the
+/// answer says errbook does not know, and keeps the matches as leads, folded.
+#[tokio::test]
+async fn a_low_confidence_first_match_is_no_match_with_its_leads() {
+    let text = "my job gets slower with more gpus";
+    let d = diagnose(text).await;
+    assert_eq!(d["verdict"], "no_match", "{d:#}");
+    let leads = d["matches"].as_array().unwrap();
+    assert!(!leads.is_empty(), "{d:#}");
+    assert!(leads.iter().all(|m| m["confidence"] == "low"), "{d:#}");
+    assert_eq!(d["closest"].as_array().unwrap().len(), 0, "{d:#}");
+
+    let page = post_form("/diagnose", &format!("text={}", encode(text))).await;
+    assert!(
+        page.body.contains("No known problem matches"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains("most of the time such a lead is not the cause"),
+        "{}",
+        page.body
+    );
+    let slug = leads[0]["slug"].as_str().unwrap();
+    let folded = page.body.split("lead-list").nth(1).unwrap_or_default();
+    assert!(
+        folded.contains("<details>") && folded.contains(&format!("/entries/{slug}")),
+        "{}",
+        page.body
+    );
+}
+
 #[tokio::test]
 async fn answer_page_escapes_the_paste() {
     let page = post_form(

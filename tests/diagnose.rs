@@ -138,8 +138,8 @@ async fn a_question_in_words_is_answered_from_full_text() {
         diagnose("why does GPU 0 use more memory than the other GPUs when I load a checkpoint?")
             .await;
     assert_eq!(
-        d["verdict"], "possible",
-        "words alone are never high confidence, so never the answer"
+        d["verdict"], "no_match",
+        "words alone never name a failure: the entries are leads"
     );
     assert_eq!(top(&d), "gpu0-imbalance");
     let d = diagnose("多卡训练 0 号卡显存不均衡").await;
@@ -249,7 +249,7 @@ async fn answer_page_says_plainly_when_nothing_matches() {
 /// answer says errbook does not know, and keeps the matches as leads, folded.
 #[tokio::test]
 async fn a_low_confidence_first_match_is_no_match_with_its_leads() {
-    let text = "my job gets slower with more gpus";
+    let text = "worker exited with exitcode 1 during training";
     let d = diagnose(text).await;
     assert_eq!(d["verdict"], "no_match", "{d:#}");
     let leads = d["matches"].as_array().unwrap();
@@ -273,6 +273,26 @@ async fn a_low_confidence_first_match_is_no_match_with_its_leads() {
     let folded = page.body.split("lead-list").nth(1).unwrap_or_default();
     assert!(
         folded.contains("<details>") && folded.contains(&format!("/entries/{slug}")),
+        "{}",
+        page.body
+    );
+}
+
+/// A question in words shows no error: its leads are entries about what it asks.
+#[tokio::test]
+async fn a_question_in_words_gets_the_entries_about_it() {
+    let text = "my job gets slower with more gpus";
+    let d = diagnose(text).await;
+    assert_eq!(d["verdict"], "no_match", "{d:#}");
+    assert!(!d["matches"].as_array().unwrap().is_empty(), "{d:#}");
+    let page = post_form("/diagnose", &format!("text={}", encode(text))).await;
+    assert!(
+        page.body.contains("Entries about what you asked"),
+        "{}",
+        page.body
+    );
+    assert!(
+        !page.body.contains("No known problem matches"),
         "{}",
         page.body
     );

@@ -307,6 +307,18 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis) {
             what_happened();
             println!();
         }
+        Verdict::NoMatch if d.question && !d.matches.is_empty() => {
+            println!("no error in this paste to diagnose; entries about what it asks:");
+            for (i, m) in d.matches.iter().enumerate() {
+                if let Some(e) = kb.get(&m.slug) {
+                    println!("  - {} [{}]", e.title, e.slug);
+                    if i == 0 {
+                        println!("    {}", e.summary);
+                    }
+                }
+            }
+            return;
+        }
         Verdict::NoMatch => {
             println!("errbook does not know this failure: no entry fits it firmly.");
             what_happened();

@@ -136,6 +136,9 @@ pub struct Diagnosis {
     pub lines: usize,
     pub distinct_lines: usize,
     pub truncated: bool,
+    /// The paste shows no failure: no exception, no exit and no line that looks like
+    /// an error. It asks something in words.
+    pub question: bool,
 }
 
 /// A signature that fired: which one, on which line (index into `Paste::lines`), and
@@ -501,12 +504,16 @@ pub(super) fn diagnose(
     } else {
         Vec::new()
     };
+    let question = reading.parsed.exceptions.is_empty()
+        && triage.exits.is_empty()
+        && !paste.lines.iter().any(|l| looks_like_error(&l.text));
     Ok(Diagnosis {
         verdict,
         matches,
         closest,
         triage,
         parsed: reading.parsed,
+        question,
         lines: paste.total_lines,
         distinct_lines: paste.lines.len(),
         truncated: paste.truncated,

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Blinds and scores the errbook-against-assistant comparison (eval/assistant/PROMPTS.md).
 
-    python3 scripts/blind.py            # errbook/, memory/, tools/ -> blind/CASE.{A,B,C}.txt, key.tsv
-    python3 scripts/blind.py --score    # grades.tsv + key.tsv -> counts per source
+    python3 scripts/blind.py [DIR]            # errbook/, memory/, tools/ -> blind/CASE.{A,B,C}.txt, key.tsv
+    python3 scripts/blind.py --score [DIR]    # grades.tsv + key.tsv -> counts per source
+
+DIR is a round's directory, eval/assistant by default (eval/assistant/round4 is another).
 
 sample.tsv: case, tracker file, label (`none`: no entry answers it), source URL.
 grades.tsv: case, resolution, resolution_found, grade_A, grade_B, grade_C, note.
@@ -13,7 +15,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent / "eval" / "assistant"
+REPO = Path(__file__).resolve().parent.parent
+DIRS = [a for a in sys.argv[1:] if not a.startswith("--")]
+ROOT = REPO / DIRS[0] if DIRS else REPO / "eval" / "assistant"
 SOURCES = ("errbook", "memory", "tools")
 
 

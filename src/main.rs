@@ -369,6 +369,12 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis) {
             println!("   if it is not this, check: {}", others.join("; "));
         }
     } else if let Some(fix) = e.section("Fix") {
+        if !e.branches.is_empty() {
+            println!("\n   the paste does not say which of these causes it is:");
+            for b in &e.branches {
+                println!("     - {}", b.title);
+            }
+        }
         println!("\n   fix:");
         for line in fix.lines().take(FIX_LINES) {
             println!("     {line}");

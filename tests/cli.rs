@@ -821,3 +821,29 @@ fn diagnose_ends_quietly_when_its_reader_goes_away() {
 fn libc_sigpipe() -> i32 {
     13
 }
+
+/// An answer whose entry has several causes, none of which the paste selects, lists them
+/// before the fix instead of leading with one.
+#[test]
+fn an_answer_that_cannot_tell_the_cause_lists_the_causes() {
+    let kb = Path::new(env!("CARGO_MANIFEST_DIR")).join("kb");
+    let log = "  File \"/usr/lib/python3/site-packages/torch/distributed/rendezvous.py\", line 95, in _tcp_rendezvous_handler\n    store = TCPStore(result.hostname, result.port, start_daemon)\nRuntimeError: Address already in use\n";
+    let out = errbook_with_stdin(&["diagnose", "--kb", kb.to_str().unwrap(), "-"], log);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("[master-port-address-in-use] — the answer"),
+        "{text}"
+    );
+    let causes = text
+        .split("the paste does not say which of these causes it is:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        causes.contains("- The port the store listens on is held by another process"),
+        "{text}"
+    );
+    assert!(
+        causes.find("- ").unwrap() < causes.find("fix:").unwrap(),
+        "{text}"
+    );
+}

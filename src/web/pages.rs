@@ -511,6 +511,9 @@ pub struct DiagnosePage<'a> {
     pub top: Option<MatchView<'a>>,
     /// The entry's Fix section, shown inline under the answer.
     pub fix_html: Option<String>,
+    /// When the answer's entry has several causes and the paste selects none: their
+    /// titles, in the reader's language.
+    pub causes: Vec<&'a str>,
     pub others: Vec<MatchView<'a>>,
     pub closest: Vec<ResultView<'a>>,
     pub share: share::Link,
@@ -589,6 +592,18 @@ async fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
     let fix_html = top
         .as_ref()
         .and_then(|top| section_html(top.entry.html(), "fix"));
+    let causes = top
+        .as_ref()
+        .filter(|top| top.branch.is_none())
+        .map(|top| {
+            (top.entry.branches.iter())
+                .map(|b| match lang {
+                    Lang::Zh => b.title_zh.as_str(),
+                    Lang::En => b.title.as_str(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let closest = result_views(kb, &diagnosis.closest);
     render(DiagnosePage {
         ui: Ui::new(lang, share.path.clone()),
@@ -598,6 +613,7 @@ async fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
         triage_summary: diagnosis.triage.summary(diagnosis.parsed.root_exception()),
         top,
         fix_html,
+        causes,
         others,
         closest,
         share,

@@ -545,6 +545,9 @@ pub struct Triage {
     pub exits: Vec<Exit>,
     /// Versions and environment named in the paste.
     pub environment: Vec<Fact>,
+    /// Ranks that fell behind: the other ranks timed out waiting for them in a
+    /// collective, and these did not.
+    pub behind: Vec<u32>,
 }
 
 impl Triage {
@@ -589,6 +592,7 @@ impl Triage {
                     value: f.value.clone(),
                 })
                 .collect(),
+            behind: t.behind.as_ref().map_or(Vec::new(), |b| b.ranks.clone()),
         }
     }
 }

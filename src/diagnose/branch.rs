@@ -40,8 +40,8 @@ pub fn named_by_exits(kb: &Kb, triage: &Triage) -> Vec<usize> {
 }
 
 /// The first of `entry`'s branches that `text` (the paste's lines joined, each starting
-/// at `starts`, numbered `numbers`) selects by a `when` fragment or by an exit the
-/// triage found.
+/// at `starts`, numbered `numbers`) selects by a `when` fragment, or by an exit or a
+/// fact (`behind`) the triage found.
 pub fn choose(
     entry: &Entry,
     text: &str,
@@ -77,6 +77,11 @@ pub fn choose(
                 lines.push(exit.line);
             }
         }
+        if let Some(behind) = &triage.behind
+            && branch.facts.iter().any(|f| f == "behind")
+        {
+            lines.push(behind.line);
+        }
         if lines.is_empty() {
             continue;
         }
@@ -88,6 +93,10 @@ pub fn choose(
         }
         if let Some(rank) = triage.first_failure.as_ref().and_then(|f| f.rank) {
             values.push(("rank".into(), rank.to_string()));
+        }
+        if let Some(behind) = &triage.behind {
+            let ranks: Vec<String> = behind.ranks.iter().map(u32::to_string).collect();
+            values.push(("behind".into(), ranks.join(" and ")));
         }
         if let Some(exit) = triage.exits.first() {
             values.push(("exit_code".into(), exit.code.to_string()));

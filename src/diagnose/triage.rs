@@ -27,6 +27,17 @@ pub struct Triage {
     pub exits: Vec<Exit>,
     /// Versions and environment the paste names, in the order found.
     pub environment: Vec<Fact>,
+    /// The ranks that fell behind, when several ranks timed out waiting in a collective
+    /// and these, seen elsewhere in the paste, did not.
+    pub behind: Option<Behind>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Behind {
+    /// Ascending.
+    pub ranks: Vec<u32>,
+    /// 1-based paste line of the first collective timeout.
+    pub line: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,7 +132,7 @@ pub struct Fact {
 /// Lines that may hold an exit, a signal or a consequence: one search over the paste
 /// finds them.
 static NOTEWORTHY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)exit ?code|exitcode|exit status|return code|Signals\.SIG|received by PID|Segmentation fault|Bus error|^Killed|closing signal|closed by peer|reset by peer|Broken pipe|Watchdog caught|ChildFailedError").unwrap()
+    Regex::new(r"(?i)exit ?code|exitcode|exit status|return code|Signals\.SIG|received by PID|Segmentation fault|Bus error|^Killed|closing signal|closed by peer|reset by peer|Broken pipe|Watchdog caught|Timed out waiting \d+ms for|ChildFailedError").unwrap()
 });
 static EXIT_CODE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
@@ -139,6 +150,10 @@ static PEER: LazyLock<Regex> = LazyLock::new(|| {
 });
 static WATCHDOG: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"Watchdog caught collective operation timeout").unwrap());
+/// A rank that timed out waiting in a collective (NCCL's watchdog, Gloo's transport).
+static COLLECTIVE_TIMEOUT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Watchdog caught collective operation timeout|Timed out waiting \d+ms for (recv|send) operation to complete").unwrap()
+});
 
 /// Facts found anywhere in the paste: (pattern whose first group is the value, name).
 static FACTS: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
@@ -180,6 +195,8 @@ pub fn triage(paste: &Paste, text: &str, starts: &[usize], parsed: &Parsed) -> T
     };
     let root_is = |re: &Regex| root.is_some_and(|e| re.is_match(&e.message));
     let mut seen_lines = Vec::new();
+    let mut timed_out = 0u64;
+    let mut first_timeout = None;
     for m in NOTEWORTHY.find_iter(text) {
         let i = starts.partition_point(|&s| s <= m.start()) - 1;
         if seen_lines.last() == Some(&i) {
@@ -193,6 +210,10 @@ pub fn triage(paste: &Paste, text: &str, starts: &[usize], parsed: &Parsed) -> T
             && !triage.exits.iter().any(|e| e.code == exit.code)
         {
             triage.exits.push(exit);
+        }
+        if COLLECTIVE_TIMEOUT.is_match(words) {
+            timed_out |= ranks_mask(line);
+            first_timeout.get_or_insert(line.number);
         }
         // The ranks that printed this line (copies from several ranks are one line).
         let ranks: Vec<Option<u32>> = if line.ranks == 0 {
@@ -241,6 +262,10 @@ pub fn triage(paste: &Paste, text: &str, starts: &[usize], parsed: &Parsed) -> T
             }
         }
     }
+    triage.behind = first_timeout.and_then(|line| {
+        let ranks = behind(paste, timed_out);
+        (!ranks.is_empty()).then_some(Behind { ranks, line })
+    });
     for version in &parsed.versions {
         if let Some((name, value)) = version.split_once(' ') {
             let name = match name {
@@ -275,6 +300,17 @@ impl Triage {
     /// says none of it.
     pub fn summary(&self, root: Option<&Exception>) -> String {
         let mut out = String::new();
+        if let Some(b) = &self.behind {
+            let behind: Vec<String> = b.ranks.iter().map(u32::to_string).collect();
+            let (who, verb) = match behind.as_slice() {
+                [one] => (format!("Rank {one}"), "was"),
+                _ => (format!("Ranks {}", behind.join(" and ")), "were"),
+            };
+            out.push_str(&format!(
+                "{who} fell behind: the other ranks timed out waiting for it in a \
+                 collective, and it did not; find what it {verb} doing then. "
+            ));
+        }
         let rank = self.first_failure.as_ref().and_then(|f| f.rank);
         if let Some(root) = root.filter(|e| !e.wrapper) {
             let message = clip(&root.message, 160);
@@ -354,6 +390,29 @@ impl Triage {
         }
         out.trim().to_string()
     }
+}
+
+/// The ranks (below 64) that printed `line`.
+fn ranks_mask(line: &crate::diagnose::Line) -> u64 {
+    match line.rank {
+        _ if line.ranks != 0 => line.ranks,
+        Some(r) if r < 64 => 1 << r,
+        _ => 0,
+    }
+}
+
+/// The ranks seen in `paste` that did not time out when at least two others did
+/// (`timed_out`), as long as they are few: the one that never reached the collective.
+fn behind(paste: &Paste, timed_out: u64) -> Vec<u32> {
+    if timed_out.count_ones() < 2 {
+        return Vec::new();
+    }
+    let seen = paste.lines.iter().fold(0, |seen, l| seen | ranks_mask(l));
+    let behind = seen & !timed_out;
+    if behind == 0 || behind.count_ones() * 4 > seen.count_ones() {
+        return Vec::new();
+    }
+    (0..64).filter(|r| behind & (1 << r) != 0).collect()
 }
 
 /// "Rank 4", "Ranks 2 and 4", "Ranks 0, 1, 2 and more".
@@ -696,6 +755,30 @@ torch 2.3.1+cu121 NCCL version 2.20.5 on NVIDIA A100-SXM4-80GB, world_size=8
             ),
             "{summary}"
         );
+    }
+
+    /// Three ranks time out in a collective while rank 0 keeps printing its evaluation:
+    /// rank 0 fell behind. With every rank timed out, no one did.
+    #[test]
+    fn the_rank_that_did_not_time_out_fell_behind() {
+        let mut text = String::new();
+        for rank in 1..4 {
+            text.push_str(&format!(
+                "[rank{rank}]:[E1126 10:32:11.40{rank} ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=48213, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 180008{rank} milliseconds before timing out.\n"
+            ));
+        }
+        let evaluating = "[rank0]:Evaluating:  72%|███████▏  | 3600/5000\n";
+        let t = triaged(&format!("{text}{evaluating}"));
+        let behind = t.behind.as_ref().expect("a rank behind");
+        assert_eq!((behind.ranks.as_slice(), behind.line), (&[0][..], 1));
+        assert!(
+            t.summary(None)
+                .starts_with("Rank 0 fell behind: the other ranks timed out"),
+            "{}",
+            t.summary(None)
+        );
+        let all = text.replace("[rank1]", "[rank0]") + &text;
+        assert_eq!(triaged(&all).behind, None);
     }
 
     #[test]

@@ -79,6 +79,8 @@ pub struct Branch {
     pub title_zh: String,
     pub when: Vec<SignatureKind>,
     pub exits: Vec<ExitSpec>,
+    /// Triage facts that select it (see `SELECTING_FACTS`).
+    pub facts: Vec<String>,
     /// Regexes that only fill placeholders, once `when` or `exits` selected the branch.
     pub values: Vec<LazyRegex>,
     /// Markdown, with placeholders.
@@ -105,7 +107,10 @@ impl ExitSpec {
 }
 
 /// Facts a fix may name besides a regex's groups, filled from the paste's triage.
-pub const BRANCH_FACTS: [&str; 3] = ["rank", "exit_code", "signal"];
+pub const BRANCH_FACTS: [&str; 4] = ["rank", "exit_code", "signal", "behind"];
+/// Triage facts a branch may be selected by (`facts:`): `behind`, ranks that did not
+/// time out in a collective when the others did.
+pub const SELECTING_FACTS: [&str; 1] = ["behind"];
 
 impl Branch {
     /// `fix` (or `fix_zh`) with each `{name|fallback}` replaced by `values[name]`, or by
@@ -590,10 +595,22 @@ impl Validator<'_> {
                 self.report(spec, format!("branch `{id}`: exit `{e}` is neither a code nor a signal name such as SIGKILL"));
             }
         }
-        if when.is_empty() && exits.is_empty() {
+        let mut facts = Vec::new();
+        for f in &b.facts {
+            let f = f.trim();
+            if SELECTING_FACTS.contains(&f) {
+                facts.push(f.to_string());
+            } else {
+                self.report(
+                    spec,
+                    format!("branch `{id}`: fact `{f}` is not one of {SELECTING_FACTS:?}"),
+                );
+            }
+        }
+        if when.is_empty() && exits.is_empty() && facts.is_empty() {
             self.report(
                 spec,
-                format!("branch `{id}`: give `when` fragments or `exits` that select it"),
+                format!("branch `{id}`: give `when` fragments, `exits` or `facts` that select it"),
             );
         }
         for text in [&b.fix, &b.fix_zh] {
@@ -615,6 +632,7 @@ impl Validator<'_> {
             title_zh: b.title_zh.trim().to_string(),
             when,
             exits,
+            facts,
             values,
             fix: b.fix.trim().to_string(),
             fix_zh: b.fix_zh.trim().to_string(),
@@ -706,7 +724,7 @@ mod tests {
             ("rank (?P<r>\\d+)", true)
         );
         let problems = with_branches(
-            "  - id: Bad Id\n    title: ''\n    title_zh: 一\n    exits: [KILL]\n    fix: '{nope|x}'\n    fix_zh: x\n",
+            "  - id: Bad Id\n    title: ''\n    title_zh: 一\n    exits: [KILL]\n    facts: [slow]\n    fix: '{nope|x}'\n    fix_zh: x\n",
         )
         .unwrap_err();
         let messages: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
@@ -714,7 +732,8 @@ mod tests {
             "branch id `Bad Id` must be lowercase",
             "`title` must not be empty",
             "exit `KILL` is neither a code nor a signal",
-            "give `when` fragments or `exits`",
+            "fact `slow` is not one of [\"behind\"]",
+            "give `when` fragments, `exits` or `facts`",
             "placeholder `{nope|…}` names neither",
         ] {
             assert!(

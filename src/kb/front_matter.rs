@@ -41,6 +41,9 @@ pub(super) struct BranchSpec {
     /// Exit codes (`-9`, `137`) or signal names (`SIGKILL`) that select the branch.
     #[serde(default)]
     pub exits: Vec<String>,
+    /// Facts of the triage that select the branch when the paste shows them (`behind`).
+    #[serde(default)]
+    pub facts: Vec<String>,
     /// Regexes that only fill placeholders from the paste (their named groups), once
     /// the branch is selected.
     #[serde(default)]

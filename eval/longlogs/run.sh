@@ -5,7 +5,7 @@
 set -u
 python=${1:-python3}
 cd "$(dirname "$0")"
-for scenario in exception sigkill skipped nan; do
+for scenario in ${SCENARIOS:-exception sigkill skipped nan straggler}; do
     "$python" -m torch.distributed.run --nproc-per-node 8 --tee 3 --master-port 29517 \
         train.py "$scenario" > "$scenario.log" 2>&1
     echo "$scenario: exit $?, $(wc -l < "$scenario.log") lines"

@@ -7,7 +7,10 @@ Every rank logs each step, as training scripts do. SCENARIO picks the failure:
   sigkill    rank 3 is killed with SIGKILL at step 1500 (what the OOM killer does)
   skipped    rank 6 skips one all_reduce at step 1500; the others time out
   nan        rank 2 gets a NaN loss at step 1500 and every rank stops with a ValueError
+  straggler  rank 0 runs a long evaluation alone at step 1500, logging its progress, while
+             the others wait in the next all_reduce and time out
 """
+import time
 import datetime
 import os
 import signal
@@ -36,6 +39,10 @@ for step in range(3000):
     opt.step()
     if scenario == "sigkill" and rank == 3 and step == FAIL_AT:
         os.kill(os.getpid(), signal.SIGKILL)
+    if scenario == "straggler" and rank == 0 and step == FAIL_AT:
+        for batch in range(4000):
+            print(f"eval batch {batch}/4000 rank 0 acc {0.5 + batch / 10000:.4f}", flush=True)
+            time.sleep(0.012)
     if scenario == "skipped" and step == FAIL_AT:
         if rank != 6:
             dist.all_reduce(torch.ones(1))

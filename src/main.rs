@@ -307,32 +307,28 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis) {
             what_happened();
             println!();
         }
-        Verdict::NoMatch if d.question && !d.matches.is_empty() => {
-            println!("no error in this paste to diagnose; entries about what it asks:");
-            for (i, m) in d.matches.iter().enumerate() {
-                if let Some(e) = kb.get(&m.slug) {
-                    println!("  - {} [{}]", e.title, e.slug);
-                    if i == 0 {
-                        println!("    {}", e.summary);
-                    }
-                }
-            }
-            return;
-        }
         Verdict::NoMatch => {
-            println!("errbook does not know this failure: no entry fits it firmly.");
-            what_happened();
-            if d.matches.is_empty() {
+            // A question's leads are the entries about it; a failure's are unlikely.
+            let question = d.question && !d.matches.is_empty();
+            if question {
+                println!("no error in this paste to diagnose; entries about what it asks:");
+            } else {
+                println!("errbook does not know this failure: no entry fits it firmly.");
+                what_happened();
                 for hit in &d.closest {
                     if let Some(e) = kb.get(&hit.slug) {
                         println!("  closest by text: {} [{}]", e.title, e.slug);
                     }
                 }
-            } else {
-                println!("\nentries with a little evidence, each unlikely:");
-                for m in &d.matches {
-                    if let Some(e) = kb.get(&m.slug) {
-                        println!("  - {} [{}]", e.title, e.slug);
+                if !d.matches.is_empty() {
+                    println!("\nentries with a little evidence, each unlikely:");
+                }
+            }
+            for (i, m) in d.matches.iter().enumerate() {
+                if let Some(e) = kb.get(&m.slug) {
+                    println!("  - {} [{}]", e.title, e.slug);
+                    if question && i == 0 {
+                        println!("    {}", e.summary);
                     }
                 }
             }

@@ -95,8 +95,7 @@ pub fn choose(
             values.push(("rank".into(), rank.to_string()));
         }
         if let Some(behind) = &triage.behind {
-            let ranks: Vec<String> = behind.ranks.iter().map(u32::to_string).collect();
-            values.push(("behind".into(), ranks.join(" and ")));
+            values.push(("behind".into(), behind.ranks_text()));
         }
         if let Some(exit) = triage.exits.first() {
             values.push(("exit_code".into(), exit.code.to_string()));

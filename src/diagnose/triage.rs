@@ -212,17 +212,14 @@ pub fn triage(paste: &Paste, text: &str, starts: &[usize], parsed: &Parsed) -> T
             triage.exits.push(exit);
         }
         if COLLECTIVE_TIMEOUT.is_match(words) {
-            timed_out |= ranks_mask(line);
+            timed_out |= line.ranks;
             first_timeout.get_or_insert(line.number);
         }
         // The ranks that printed this line (copies from several ranks are one line).
         let ranks: Vec<Option<u32>> = if line.ranks == 0 {
             vec![line.rank]
         } else {
-            (0..64)
-                .filter(|r| line.ranks & (1 << r) != 0)
-                .map(Some)
-                .collect()
+            ranks_of(line.ranks).map(Some).collect()
         };
         let others: Vec<Option<u32>> = (ranks.iter().copied())
             .filter(|r| r.is_none() || *r != failed_rank)
@@ -301,10 +298,9 @@ impl Triage {
     pub fn summary(&self, root: Option<&Exception>) -> String {
         let mut out = String::new();
         if let Some(b) = &self.behind {
-            let behind: Vec<String> = b.ranks.iter().map(u32::to_string).collect();
-            let (who, verb) = match behind.as_slice() {
+            let (who, verb) = match b.ranks.as_slice() {
                 [one] => (format!("Rank {one}"), "was"),
-                _ => (format!("Ranks {}", behind.join(" and ")), "were"),
+                _ => (format!("Ranks {}", b.ranks_text()), "were"),
             };
             out.push_str(&format!(
                 "{who} fell behind: the other ranks timed out waiting for it in a \
@@ -392,12 +388,16 @@ impl Triage {
     }
 }
 
-/// The ranks (below 64) that printed `line`.
-fn ranks_mask(line: &crate::diagnose::Line) -> u64 {
-    match line.rank {
-        _ if line.ranks != 0 => line.ranks,
-        Some(r) if r < 64 => 1 << r,
-        _ => 0,
+/// The ranks whose bits are set in `mask` (see `Line::ranks`), ascending.
+fn ranks_of(mask: u64) -> impl Iterator<Item = u32> {
+    (0..64).filter(move |r| mask & (1 << r) != 0)
+}
+
+impl Behind {
+    /// "0", "0 and 3".
+    pub fn ranks_text(&self) -> String {
+        let ranks: Vec<String> = self.ranks.iter().map(u32::to_string).collect();
+        ranks.join(" and ")
     }
 }
 
@@ -407,12 +407,12 @@ fn behind(paste: &Paste, timed_out: u64) -> Vec<u32> {
     if timed_out.count_ones() < 2 {
         return Vec::new();
     }
-    let seen = paste.lines.iter().fold(0, |seen, l| seen | ranks_mask(l));
+    let seen = paste.lines.iter().fold(0, |seen, l| seen | l.ranks);
     let behind = seen & !timed_out;
     if behind == 0 || behind.count_ones() * 4 > seen.count_ones() {
         return Vec::new();
     }
-    (0..64).filter(|r| behind & (1 << r) != 0).collect()
+    ranks_of(behind).collect()
 }
 
 /// "Rank 4", "Ranks 2 and 4", "Ranks 0, 1, 2 and more".

@@ -134,6 +134,7 @@ impl<'a> Answers<'a> {
                     confidence: m.confidence.into(),
                     evidence: m.evidence.iter().map(Evidence::from).collect(),
                     branch: m.branch.as_ref().map(|b| SelectedBranch::new(entry, b)),
+                    versions: m.versions.iter().map(VersionCheck::from).collect(),
                 })
             })
             .collect();
@@ -315,6 +316,63 @@ pub struct DiagnoseMatch<'a> {
     pub evidence: Vec<Evidence>,
     /// The cause among the entry's several that this paste selects, with its own fix.
     pub branch: Option<SelectedBranch>,
+    /// The paste's releases of the packages whose versions the entry says it affects.
+    pub versions: Vec<VersionCheck>,
+}
+
+/// Releases of one package an entry says its problem affects.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Affected {
+    pub package: &'static str,
+    /// A PEP 440 range: `>=2.19.0, <2.19.4`.
+    pub affected: String,
+    /// The first release without the problem, if there is one.
+    pub fixed: Option<String>,
+}
+
+impl Affected {
+    /// An entry's ranges.
+    pub fn of(entry: &Entry) -> Vec<Affected> {
+        (entry.versions.iter())
+            .map(|a| Affected {
+                package: a.package,
+                affected: a.range.clone(),
+                fixed: a.fixed.clone(),
+            })
+            .collect()
+    }
+}
+
+/// A release the paste shows, against the releases the entry says are affected.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VersionCheck {
+    /// `torch`, `NCCL`, `CUDA`, `driver`, `Python`, `DeepSpeed`, `Accelerate`,
+    /// `transformers` or `Lightning`.
+    pub package: &'static str,
+    /// The version the paste shows.
+    pub found: String,
+    /// The affected releases, a PEP 440 range.
+    pub range: String,
+    /// The first release without the problem, if there is one.
+    pub fixed: Option<String>,
+    pub affected: bool,
+    /// The check in a sentence, for a reader.
+    pub text: String,
+    pub text_zh: String,
+}
+
+impl From<&diagnose::VersionCheck> for VersionCheck {
+    fn from(c: &diagnose::VersionCheck) -> VersionCheck {
+        VersionCheck {
+            package: c.package,
+            found: c.found.clone(),
+            range: c.range.clone(),
+            fixed: c.fixed.clone(),
+            affected: c.affected,
+            text: c.sentence(),
+            text_zh: c.sentence_zh(),
+        }
+    }
 }
 
 /// One cause of an entry's symptom, selected by the paste.

@@ -350,6 +350,9 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis) {
     for ev in &m.evidence {
         println!("   line {:>5}: {}", ev.line, clip(&ev.text, 120));
     }
+    for check in &m.versions {
+        println!("   {}", check.sentence());
+    }
     if let Some(chosen) = &m.branch {
         let b = &e.branches[chosen.index];
         let lines: Vec<String> = chosen.lines.iter().map(usize::to_string).collect();

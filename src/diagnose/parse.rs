@@ -100,8 +100,9 @@ impl Parsed {
 }
 
 /// (pattern capturing the version, what it is the version of).
-const VERSION_PATTERNS: [(&str, &str); 8] = [
-    (r"NCCL version (\d+\.\d+\.\d+)", "NCCL"),
+const VERSION_PATTERNS: [(&str, &str); 12] = [
+    (r"(?i)\bNCCL(?: version|==|-)? ?v?(\d+\.\d+\.\d+)", "NCCL"),
+    (r"\bnvidia-nccl-cu1\d(?:==| +)(\d+\.\d+\.\d+)", "NCCL"),
     (
         r"\btorch(?:==|-| version:? ?| )v?(\d+\.\d+(?:\.\d+)?)",
         "torch",
@@ -115,8 +116,23 @@ const VERSION_PATTERNS: [(&str, &str); 8] = [
     // could be three bytes long).
     (r"\+cu([0-9]{3})\b", "CUDA build cu"),
     (r"python(3\.\d+)", "Python"),
-    (r"\bdeepspeed(?:==| |-)v?(\d+\.\d+\.\d+)", "DeepSpeed"),
-    (r"\baccelerate(?:==| |-)v?(\d+\.\d+\.\d+)", "Accelerate"),
+    (
+        r"(?i)\bdeepspeed(?:==| version:? ?| |-| info:? version=)v?(\d+\.\d+\.\d+)",
+        "DeepSpeed",
+    ),
+    (
+        r"\b[Aa]ccelerate`?(?:==| version:? ?| |-)v?(\d+\.\d+\.\d+)",
+        "Accelerate",
+    ),
+    (
+        r"\btransformers`?(?:==| version:? ?| |-)v?(\d+\.\d+\.\d+)",
+        "transformers",
+    ),
+    (
+        r"(?i)\b(?:pytorch[-_]lightning|lightning)`?(?:==| version:? ?| |-)v?(\d+\.\d+\.\d+)",
+        "Lightning",
+    ),
+    (r"(?i)\bdriver version:? *(\d+\.\d+(?:\.\d+)?)", "driver"),
 ];
 
 static EXCEPTION: LazyLock<Regex> = LazyLock::new(|| {

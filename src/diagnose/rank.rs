@@ -26,6 +26,7 @@ use super::policy::{
     TEXT_EVIDENCE_LINES,
 };
 use super::triage::{Triage, triage};
+use super::versions::{self, VersionCheck};
 use crate::kb::SignatureMatch;
 use crate::search::{Analysed, Hit, QueryTerms, SearchError, SearchIndex, SearchQuery};
 
@@ -120,6 +121,8 @@ pub struct Match {
     /// The entry's branch (cause) the paste selects, if the entry has branches and
     /// one fits.
     pub branch: Option<ChosenBranch>,
+    /// The paste's releases of the packages the entry's version ranges name.
+    pub versions: Vec<VersionCheck>,
 }
 
 #[derive(Debug, Clone)]
@@ -169,12 +172,13 @@ struct Candidates {
 impl Candidates {
     /// The candidates of the signatures fired (`matches`, by entry, then signature,
     /// each with whether it fired on a root-cause line), of the full-text hits and of
-    /// the closest phrases (entry, rank relative to the best, each).
+    /// the closest phrases (entry, rank relative to the best, each), and of the entries
+    /// an exit or a release in the paste names (`named`, each once per naming).
     fn new(
         matches: impl IntoIterator<Item = (usize, Fired, bool)>,
         text: &[(usize, f32)],
         phrases: &[(usize, f32)],
-        exits: &[usize],
+        named: &[usize],
     ) -> Candidates {
         let mut list: Vec<Candidate> = Vec::new();
         let mut fired = Vec::new();
@@ -198,8 +202,8 @@ impl Candidates {
             fired.push(f);
             c.fired.end = fired.len();
         }
-        let exits: Vec<(usize, f32)> = exits.iter().map(|&e| (e, 0.0)).collect();
-        for (hits, source) in [(text, 0), (phrases, 1), (&exits[..], 2)] {
+        let named: Vec<(usize, f32)> = named.iter().map(|&e| (e, 0.0)).collect();
+        for (hits, source) in [(text, 0), (phrases, 1), (&named[..], 2)] {
             for &(entry, rank) in hits {
                 let at = match list.binary_search_by_key(&entry, |c| c.entry) {
                     Ok(at) => at,
@@ -221,8 +225,8 @@ impl Candidates {
                 match source {
                     0 => claim.text_rank = rank,
                     1 => claim.phrase_rank = rank,
-                    // An exit one of the entry's branches names weighs as a weak
-                    // signature.
+                    // An exit one of the entry's branches names, or an affected
+                    // release, weighs as a weak signature.
                     _ => claim.weak += 1,
                 }
             }
@@ -438,6 +442,8 @@ pub(super) fn diagnose(
     let analysed = index.analyse(&query.text);
     let signals = Signals::gather(index, &reading, query, &analysed)?;
     let triage = triage(paste, &reading.text, &reading.starts, &reading.parsed);
+    let mut named = branch::named_by_exits(kb, &triage);
+    named.extend(versions::named_by_versions(kb, &reading.parsed.versions));
     let candidates = Candidates::new(
         signals.signatures.iter().map(|m| {
             let (f, on_root) = reading.fired(m);
@@ -445,7 +451,7 @@ pub(super) fn diagnose(
         }),
         &signals.text,
         &signals.phrases,
-        &branch::named_by_exits(kb, &triage),
+        &named,
     );
     let terms = index.query_terms(signals.analysed)?;
     let mut ranked = rank(index, &candidates, &terms, limit.max(ANSWER_CANDIDATES) + 1);
@@ -490,6 +496,7 @@ pub(super) fn diagnose(
                 coverage,
                 evidence,
                 branch,
+                versions: versions::checks(entry, &reading.parsed.versions),
             });
         }
     }

@@ -158,7 +158,6 @@ static COLLECTIVE_TIMEOUT: LazyLock<Regex> = LazyLock::new(|| {
 /// Facts found anywhere in the paste: (pattern whose first group is the value, name).
 static FACTS: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
     [
-        (r"Driver Version:\s*([0-9]+(?:\.[0-9]+)+)", "NVIDIA driver"),
         (
             r"\b((?:NVIDIA |Tesla |GeForce )?(?:A100|A800|H100|H800|H200|B200|V100|P100|T4|A10G|A10|L4|L40S|L40|A6000|RTX ?[0-9]{4}(?: Ti)?)(?:[-‑ ](?:SXM[0-9]?|PCIE|PCIe)[A-Za-z0-9-]*)?)\b",
             "GPU",
@@ -272,6 +271,9 @@ pub fn triage(paste: &Paste, text: &str, starts: &[usize], parsed: &Parsed) -> T
                 "Python" => "Python",
                 "DeepSpeed" => "DeepSpeed",
                 "Accelerate" => "Accelerate",
+                "transformers" => "transformers",
+                "Lightning" => "Lightning",
+                "driver" => "NVIDIA driver",
                 _ => continue,
             };
             triage.environment.push(Fact {

@@ -7,8 +7,9 @@ use regex::Regex;
 use serde_saphyr::Spanned;
 
 use super::Problem;
-use super::front_matter::{self, FrontMatter, SignatureSpec};
+use super::front_matter::{self, FrontMatter, SignatureSpec, VersionSpec};
 use super::markdown;
+use super::versions::Affected;
 
 /// A validated entry. Past `Kb::load`, every field can be trusted: the slug matches the
 /// file name, regexes compile, the body has its sections.
@@ -32,6 +33,8 @@ pub struct Entry {
     pub branches: Vec<Branch>,
     /// The file line on which each branch starts, parallel to `branches`.
     pub branch_lines: Vec<usize>,
+    /// Releases the problem affects, by package.
+    pub versions: Vec<Affected>,
     /// The Markdown body as written.
     pub markdown: String,
     /// The body rendered to sanitised HTML, on first use (see `html`).
@@ -452,6 +455,19 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
         }
     }
 
+    let mut versions = Vec::new();
+    for spec in &fm.versions {
+        let VersionSpec {
+            package,
+            affected,
+            fixed,
+        } = &spec.value;
+        match Affected::new(package, affected, fixed.as_deref()) {
+            Ok(a) => versions.push(a),
+            Err(message) => v.report(spec, message),
+        }
+    }
+
     let body = split.body;
     for (line, message) in markdown::check_sections(body) {
         v.problems.push(Problem::new(
@@ -480,6 +496,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
             sources: fm.sources,
             branches,
             branch_lines,
+            versions,
             markdown: body.trim().to_string(),
             html: OnceLock::new(),
             text: markdown::plain_text(body),

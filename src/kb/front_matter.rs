@@ -25,6 +25,19 @@ pub(super) struct FrontMatter {
     pub sources: Vec<String>,
     #[serde(default)]
     pub branches: Vec<Spanned<BranchSpec>>,
+    #[serde(default)]
+    pub versions: Vec<Spanned<VersionSpec>>,
+}
+
+/// Releases of one package the problem affects, and the one that fixes it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct VersionSpec {
+    pub package: String,
+    /// A PEP 440 range: `>=2.19.0, <2.19.4`.
+    pub affected: String,
+    #[serde(default)]
+    pub fixed: Option<String>,
 }
 
 /// One cause of the entry's symptom: what in a paste selects it, and its own fix.

@@ -5,6 +5,7 @@ mod entry;
 mod front_matter;
 mod markdown;
 mod signatures;
+mod versions;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -16,6 +17,7 @@ use rustc_hash::FxHashMap;
 pub use entry::{BRANCH_FACTS, Branch, Entry, ExitSpec, LazyRegex, Signature, SignatureKind};
 pub use markdown::render_markdown;
 pub use signatures::{SignatureMatch, SignatureSet};
+pub use versions::{Affected, PACKAGES, package_named};
 
 /// One thing wrong with the knowledge base, located in a file (and a line when known).
 #[derive(Debug, Clone, PartialEq, Eq)]

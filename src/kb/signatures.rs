@@ -635,6 +635,7 @@ mod tests {
             sources: vec![],
             branches: vec![],
             branch_lines: vec![],
+            versions: vec![],
             markdown: String::new(),
             html: Default::default(),
             text: String::new(),

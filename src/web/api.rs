@@ -18,7 +18,7 @@ use utoipa_axum::routes;
 
 use super::error::{ApiError, AppError, Problem};
 use super::{AppState, WatchState};
-use crate::answer::{DiagnoseResponse, SearchResponse};
+use crate::answer::{Affected, DiagnoseResponse, SearchResponse};
 use crate::diagnose;
 use crate::kb::Entry;
 use crate::search::{MAX_LIMIT, SearchQuery};
@@ -236,6 +236,8 @@ pub struct EntryResponse {
     pub examples: Vec<String>,
     pub related: Vec<String>,
     pub sources: Vec<String>,
+    /// Releases the problem affects, by package.
+    pub versions: Vec<Affected>,
     /// The entry body as Markdown (Symptom, Cause, Fix, Verify).
     pub markdown: String,
     /// The same rendered to sanitized HTML.
@@ -275,6 +277,7 @@ pub async fn entry(
         examples: e.examples.clone(),
         related: e.related.clone(),
         sources: e.sources.clone(),
+        versions: Affected::of(e),
         markdown: e.markdown.clone(),
         html: e.html().to_string(),
     }))

@@ -26,7 +26,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
 
 use super::{AppState, off_the_runtime};
-use crate::answer::{self, DiagnoseResponse};
+use crate::answer::{self, Affected, DiagnoseResponse};
 use crate::diagnose::{DEFAULT_MATCHES, MAX_MATCHES, Request, clip};
 use crate::kb::Entry;
 use crate::search::{SearchError, SearchQuery};
@@ -602,6 +602,7 @@ struct Metadata {
     signatures: Vec<String>,
     related: Vec<String>,
     sources: Vec<String>,
+    versions: Vec<Affected>,
 }
 
 impl Metadata {
@@ -617,6 +618,7 @@ impl Metadata {
                 .collect(),
             related: entry.related.clone(),
             sources: entry.sources.clone(),
+            versions: Affected::of(entry),
         }
     }
 }
@@ -842,6 +844,7 @@ fn fetch_output_schema() -> Value {
             "signatures": strings(),
             "related": strings(),
             "sources": strings(),
+            "versions": answer::json_schema::<Vec<Affected>>(),
         })),
         "truncated": truncated(),
     }))

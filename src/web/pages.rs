@@ -400,6 +400,8 @@ pub struct MatchView<'a> {
     pub evidence: Vec<EvidenceView>,
     /// The cause the paste selects among the entry's several.
     pub branch: Option<BranchView>,
+    /// What the entry's version ranges say of the releases in the paste, in words.
+    pub versions: Vec<String>,
 }
 
 /// The branch of an entry a paste selects, in the reader's language.
@@ -584,6 +586,12 @@ async fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
             entry,
             evidence: m.evidence.iter().map(EvidenceView::new).collect(),
             branch: (m.branch.as_ref()).map(|b| BranchView::new(entry, b, lang)),
+            versions: (m.versions.iter())
+                .map(|c| match lang {
+                    Lang::Zh => c.sentence_zh(),
+                    Lang::En => c.sentence(),
+                })
+                .collect(),
             m,
         })
     });

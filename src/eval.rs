@@ -15,6 +15,8 @@ struct Case {
     file: String,
     expected: Vec<String>,
     kind: String,
+    /// `en` or `zh`: the manifest's fifth column, or whether the paste has Chinese.
+    lang: Option<String>,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -25,15 +27,29 @@ struct Score {
     reciprocal: f64,
     none_cases: usize,
     none_rejected: usize,
+    /// Uncovered cases not answered `matched` (`possible` or `no_match`).
+    none_unmatched: usize,
+}
+
+/// What one answer was: its ranked slugs, whether it was `no_match`, and whether
+/// `matched`.
+struct Answer<'a> {
+    ranked: &'a [String],
+    rejected: bool,
+    matched: bool,
 }
 
 impl Score {
-    fn add(&mut self, expected: &[String], ranked: &[String], rejected: bool) {
+    fn add(&mut self, expected: &[String], answer: &Answer) {
+        let Answer {
+            ranked,
+            rejected,
+            matched,
+        } = *answer;
         if expected.iter().any(|e| e == "none") {
             self.none_cases += 1;
-            if rejected {
-                self.none_rejected += 1;
-            }
+            self.none_rejected += usize::from(rejected);
+            self.none_unmatched += usize::from(!matched);
             return;
         }
         self.cases += 1;
@@ -57,7 +73,7 @@ impl Score {
             }
         };
         format!(
-            "top-1 {}  top-3 {}  MRR {}  none->no_match {} ({} of {})",
+            "top-1 {}  top-3 {}  MRR {}  none->no_match {} ({} of {}), not matched {}",
             share(self.top1, self.cases),
             share(self.top3, self.cases),
             if self.cases == 0 {
@@ -67,7 +83,8 @@ impl Score {
             },
             share(self.none_rejected, self.none_cases),
             self.none_rejected,
-            self.none_cases
+            self.none_cases,
+            self.none_unmatched
         )
     }
 }
@@ -117,6 +134,7 @@ pub fn run(kb_dir: &Path, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode>
             file: cols[0].to_string(),
             expected: cols[1].split(',').map(|s| s.trim().to_string()).collect(),
             kind: cols[2].to_string(),
+            lang: cols.get(4).map(|l| l.trim().to_string()),
         });
     }
 
@@ -127,6 +145,7 @@ pub fn run(kb_dir: &Path, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode>
     let mut ours = Score::default();
     let mut baseline = Score::default();
     let mut by_kind: BTreeMap<String, (Score, Score)> = BTreeMap::new();
+    let mut by_lang: BTreeMap<String, (Score, Score)> = BTreeMap::new();
     let mut misses = Vec::new();
     let mut reliability = Reliability::default();
     for case in &cases {
@@ -142,11 +161,37 @@ pub fn run(kb_dir: &Path, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode>
             .iter()
             .map(|h| h.slug.clone())
             .collect();
-        ours.add(&case.expected, &ranked, rejected);
-        baseline.add(&case.expected, &plain, plain.is_empty());
-        let kind = by_kind.entry(case.kind.clone()).or_default();
-        kind.0.add(&case.expected, &ranked, rejected);
-        kind.1.add(&case.expected, &plain, plain.is_empty());
+        let answer = Answer {
+            ranked: &ranked,
+            rejected,
+            matched: d.verdict == Verdict::Matched,
+        };
+        // Plain search has no verdicts: any hit counts as an answer.
+        let plain_answer = Answer {
+            ranked: &plain,
+            rejected: plain.is_empty(),
+            matched: !plain.is_empty(),
+        };
+        let lang = case.lang.clone().unwrap_or_else(|| {
+            let chinese = paste
+                .chars()
+                .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c));
+            if chinese { "zh" } else { "en" }.to_string()
+        });
+        for (score, plain_score) in [
+            (&mut ours, &mut baseline),
+            {
+                let k = by_kind.entry(case.kind.clone()).or_default();
+                (&mut k.0, &mut k.1)
+            },
+            {
+                let l = by_lang.entry(lang).or_default();
+                (&mut l.0, &mut l.1)
+            },
+        ] {
+            score.add(&case.expected, &answer);
+            plain_score.add(&case.expected, &plain_answer);
+        }
 
         if verbose {
             let top = d.matches.first();
@@ -202,6 +247,21 @@ pub fn run(kb_dir: &Path, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode>
             b.row()
         );
     }
+    println!("by language (diagnose | full-text):");
+    for (lang, (a, b)) in &by_lang {
+        println!(
+            "  {lang:<10} {} cases: {} | {}",
+            a.cases + a.none_cases,
+            a.row(),
+            b.row()
+        );
+    }
+    let covered = ours.cases as f64 / (ours.cases + ours.none_cases).max(1) as f64;
+    println!(
+        "coverage: {} of {} cases have an answering entry ({covered:.3})",
+        ours.cases,
+        ours.cases + ours.none_cases
+    );
     reliability.print();
     if misses.is_empty() {
         println!("misses: none");

@@ -65,7 +65,7 @@ pub const ROOT_MESSAGE_COVERAGE_WEAK: f32 = 0.35;
 /// lines as to a root-cause exception: an entry must explain them.
 pub static FIELD_WORDS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)torch|cuda|nccl|gpu|\brank|distributed|deepspeed|accelerate|fsdp|\bddp\b|world_size|megatron|horovod|\bmpi|infiniband|train|epoch|\bloss\b|\bamp\b|fp16|bf16|huggingface|transformers|wandb|sigkill|显存|多卡|分布式|训练",
+        r"(?i)torch|cuda|nccl|gpu|\brank|distributed|deepspeed|accelerate|fsdp|\bddp\b|world_size|megatron|horovod|\bmpi|infiniband|train|epoch|\bloss\b|\bamp\b|fp16|bf16|huggingface|transformers|wandb|sigkill|显存|显卡|多卡|单卡|一块卡|卡住|多机|分布式|并行|训练",
     )
     .expect("a valid pattern")
 });
@@ -120,8 +120,10 @@ impl Claim {
 /// Whether the evidence supports calling the entry the answer. `explained`: for a
 /// paste with an exception and an entry without a strong signature, the share of the
 /// root-cause message that one passage of the entry explains; `coverage`: the entry's
-/// share of the paste's vocabulary.
-pub fn supports(claim: &Claim, coverage: f32, explained: Option<f32>) -> bool {
+/// share of the paste's vocabulary. A `question` in words (no error to explain) needs
+/// no vocabulary share: its closest entries are what it asks about, and without a
+/// signature they stay low-confidence leads, never an answer (see `confidence`).
+pub fn supports(claim: &Claim, coverage: f32, explained: Option<f32>, question: bool) -> bool {
     if claim.strong > 0 {
         return true;
     }
@@ -137,7 +139,7 @@ pub fn supports(claim: &Claim, coverage: f32, explained: Option<f32>) -> bool {
         None => {
             claim.weak > 0
                 || ((claim.text_rank >= TEXT_ONLY_RANK || claim.phrase_rank >= TEXT_ONLY_RANK)
-                    && coverage >= TEXT_ONLY_COVERAGE)
+                    && (question || coverage >= TEXT_ONLY_COVERAGE))
         }
     }
 }

@@ -406,6 +406,7 @@ fn supported(
     index: &SearchIndex,
     candidates: &Candidates,
     reading: &Reading,
+    question: bool,
     ranked: &mut Vec<Scored>,
 ) -> Result<bool, SearchError> {
     let root_text = reading
@@ -422,7 +423,7 @@ fn supported(
             Some(terms) if claim.strong == 0 => Some(index.explains(terms, entry)?),
             _ => None,
         };
-        if policy::supports(claim, coverage, explained) {
+        if policy::supports(claim, coverage, explained, question) {
             let chosen = ranked.remove(position);
             ranked.insert(0, chosen);
             return Ok(true);
@@ -455,7 +456,10 @@ pub(super) fn diagnose(
     );
     let terms = index.query_terms(signals.analysed)?;
     let mut ranked = rank(index, &candidates, &terms, limit.max(ANSWER_CANDIDATES) + 1);
-    let supported = supported(index, &candidates, &reading, &mut ranked)?;
+    let question = reading.parsed.exceptions.is_empty()
+        && triage.exits.is_empty()
+        && !paste.lines.iter().any(|l| looks_like_error(&l.text));
+    let supported = supported(index, &candidates, &reading, question, &mut ranked)?;
 
     // Each paste line's number, made only if some match has branches.
     let numbers: OnceCell<Vec<usize>> = OnceCell::new();
@@ -511,9 +515,6 @@ pub(super) fn diagnose(
     } else {
         Vec::new()
     };
-    let question = reading.parsed.exceptions.is_empty()
-        && triage.exits.is_empty()
-        && !paste.lines.iter().any(|l| looks_like_error(&l.text));
     Ok(Diagnosis {
         verdict,
         matches,

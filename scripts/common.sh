@@ -41,7 +41,7 @@ with open(paste, encoding="utf-8") as f, open(f"{work}/paste.json", "w") as out:
     json.dump({"text": f.read()}, out)
 # The `examples:` of each entry's front matter: block scalars (`  - |`), indented by 4.
 pastes = []
-for path in sorted(glob.glob("kb/*.md")):
+for path in sorted(glob.glob("kb/**/*.md", recursive=True)):
     front = open(path, encoding="utf-8").read().split("\n---", 1)[0]
     in_examples, lines = False, None
     for line in front.split("\n"):
@@ -59,7 +59,7 @@ for path in sorted(glob.glob("kb/*.md")):
             pastes.append("\n".join(lines))
             lines = None
 if not pastes:
-    sys.exit("no example pastes found in kb/*.md")
+    sys.exit("no example pastes found in kb/**/*.md")
 with open(f"{work}/pastes.jsonl", "w") as out:
     for text in pastes:
         out.write(json.dumps({"text": text.strip() + "\n"}, ensure_ascii=False) + "\n")

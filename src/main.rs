@@ -380,7 +380,7 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis) {
         }
         let more = fix.lines().count().saturating_sub(FIX_LINES);
         if more > 0 {
-            println!("     … {more} more lines in kb/{}.md", e.slug);
+            println!("     … {more} more lines in {}", e.path.display());
         }
     }
     if answer && !(summary.is_empty() && d.triage.environment.is_empty()) {

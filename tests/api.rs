@@ -90,6 +90,10 @@ async fn entry_returns_markdown_html_and_metadata() {
     assert_eq!(e["tags"], serde_json::json!(["autograd"]));
     assert_eq!(e["sources"][0], "seed: 002_47d489b6f6a8c547.txt");
     assert_eq!(e["url"], "/entries/view-inplace");
+    assert_eq!(
+        e["versions"],
+        serde_json::json!([{"package": "torch", "affected": "==1.10.*", "fixed": "1.11.0"}])
+    );
 }
 
 #[tokio::test]

@@ -110,6 +110,42 @@ Root Cause (first observed failure):
 }
 
 #[tokio::test]
+async fn an_answer_says_whether_the_pasted_release_is_affected() {
+    let error = "RuntimeError: Output 0 of SliceBackward0 is a view and is being modified inplace.";
+    let d = diagnose(&format!("torch 1.10.2+cu113\n{error}")).await;
+    assert_eq!(top(&d), "view-inplace", "{d}");
+    let check = &d["matches"][0]["versions"][0];
+    assert_eq!(check["found"], "1.10.2");
+    assert_eq!(check["affected"], true);
+    assert_eq!(
+        check["text"],
+        "your torch 1.10.2 is affected (==1.10.*); fixed in 1.11.0"
+    );
+
+    let d = diagnose(&format!("torch==1.12.1\n{error}")).await;
+    assert_eq!(d["matches"][0]["versions"][0]["affected"], false, "{d}");
+    let d = diagnose(error).await;
+    assert_eq!(
+        d["matches"][0]["versions"],
+        json!([]),
+        "no release, nothing said"
+    );
+}
+
+#[tokio::test]
+async fn a_report_of_only_its_release_and_symptom_finds_the_entry_for_that_release() {
+    let d = diagnose("After upgrading to torch 1.10.1 my training script stopped working.").await;
+    assert_eq!(top(&d), "view-inplace", "{d}");
+    assert_eq!(d["matches"][0]["versions"][0]["affected"], true);
+    let d = diagnose("After upgrading to torch 1.13.1 my training script stopped working.").await;
+    assert_ne!(
+        top(&d),
+        "view-inplace",
+        "an unaffected release names no entry: {d}"
+    );
+}
+
+#[tokio::test]
 async fn the_launcher_box_alone_gets_the_launcher_entry() {
     let d = diagnose(
         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n====\ntrain.py FAILED",

@@ -238,24 +238,8 @@ pub fn run(kb_dir: &Path, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode>
     println!("{} cases from {}", cases.len(), manifest.display());
     println!("errbook diagnose : {}", ours.row());
     println!("full-text only   : {}", baseline.row());
-    println!("by kind (diagnose | full-text):");
-    for (kind, (a, b)) in &by_kind {
-        println!(
-            "  {kind:<10} {} cases: {} | {}",
-            a.cases + a.none_cases,
-            a.row(),
-            b.row()
-        );
-    }
-    println!("by language (diagnose | full-text):");
-    for (lang, (a, b)) in &by_lang {
-        println!(
-            "  {lang:<10} {} cases: {} | {}",
-            a.cases + a.none_cases,
-            a.row(),
-            b.row()
-        );
-    }
+    print_groups("kind", &by_kind);
+    print_groups("language", &by_lang);
     let covered = ours.cases as f64 / (ours.cases + ours.none_cases).max(1) as f64;
     println!(
         "coverage: {} of {} cases have an answering entry ({covered:.3})",
@@ -272,4 +256,17 @@ pub fn run(kb_dir: &Path, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode>
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Scores by group (kind, language), diagnosis beside plain full-text search.
+fn print_groups(by: &str, groups: &BTreeMap<String, (Score, Score)>) {
+    println!("by {by} (diagnose | full-text):");
+    for (name, (a, b)) in groups {
+        println!(
+            "  {name:<10} {} cases: {} | {}",
+            a.cases + a.none_cases,
+            a.row(),
+            b.row()
+        );
+    }
 }

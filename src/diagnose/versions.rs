@@ -63,43 +63,41 @@ pub fn named_by_versions(kb: &Kb, versions: &[String]) -> Vec<usize> {
         .collect()
 }
 
+/// How a check reads, in each language: an affected release with a fix, one
+/// without a fix, and a release outside the range.
+const SENTENCES: [&str; 3] = [
+    "your {package} {found} is affected ({range}); fixed in {fixed}",
+    "your {package} {found} is affected ({range})",
+    "your {package} {found} is outside the affected releases ({range}): this may not be your problem",
+];
+const SENTENCES_ZH: [&str; 3] = [
+    "你的 {package} {found} 在受影响的版本内（{range}），{fixed} 已修复",
+    "你的 {package} {found} 在受影响的版本内（{range}）",
+    "你的 {package} {found} 不在受影响的版本内（{range}），这可能不是你遇到的问题",
+];
+
 impl VersionCheck {
     /// The check in a sentence: "your NCCL 2.19.3 is affected (>=2.19.0, <2.19.4);
     /// fixed in 2.19.4".
     pub fn sentence(&self) -> String {
-        let Self {
-            package,
-            found,
-            range,
-            ..
-        } = self;
-        match (&self.fixed, self.affected) {
-            (Some(fixed), true) => {
-                format!("your {package} {found} is affected ({range}); fixed in {fixed}")
-            }
-            (None, true) => format!("your {package} {found} is affected ({range})"),
-            (_, false) => format!(
-                "your {package} {found} is outside the affected releases ({range}): this may not be your problem"
-            ),
-        }
+        self.written(&SENTENCES)
     }
 
     pub fn sentence_zh(&self) -> String {
-        let Self {
-            package,
-            found,
-            range,
-            ..
-        } = self;
-        match (&self.fixed, self.affected) {
-            (Some(fixed), true) => {
-                format!("你的 {package} {found} 在受影响的版本内（{range}），{fixed} 已修复")
-            }
-            (None, true) => format!("你的 {package} {found} 在受影响的版本内（{range}）"),
-            (_, false) => format!(
-                "你的 {package} {found} 不在受影响的版本内（{range}），这可能不是你遇到的问题"
-            ),
-        }
+        self.written(&SENTENCES_ZH)
+    }
+
+    fn written(&self, sentences: &[&str; 3]) -> String {
+        let template = match (&self.fixed, self.affected) {
+            (Some(_), true) => sentences[0],
+            (None, true) => sentences[1],
+            (_, false) => sentences[2],
+        };
+        template
+            .replace("{package}", self.package)
+            .replace("{found}", &self.found)
+            .replace("{range}", &self.range)
+            .replace("{fixed}", self.fixed.as_deref().unwrap_or_default())
     }
 }
 

@@ -198,12 +198,21 @@ mod tests {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("kb")
     }
 
-    /// A copy of the real kb that a test may edit.
+    /// A copy of the real kb (its area folders too) that a test may edit.
     fn kb_copy() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        for file in fs::read_dir(real_kb()).unwrap().flatten() {
-            fs::copy(file.path(), dir.path().join(file.file_name())).unwrap();
+        fn copy(from: &Path, to: &Path) {
+            for item in fs::read_dir(from).unwrap().flatten() {
+                let target = to.join(item.file_name());
+                if item.path().is_dir() {
+                    fs::create_dir(&target).unwrap();
+                    copy(&item.path(), &target);
+                } else {
+                    fs::copy(item.path(), target).unwrap();
+                }
+            }
         }
+        let dir = tempfile::tempdir().unwrap();
+        copy(&real_kb(), dir.path());
         dir
     }
 
@@ -272,6 +281,12 @@ mod tests {
         assert_eq!(answers(&second), answers(&in_ram));
     }
 
+    /// Some entry's file under `dir`.
+    fn edited_entry_file(dir: &Path) -> PathBuf {
+        let kb = load(dir);
+        kb.entries()[0].path.clone()
+    }
+
     #[test]
     fn an_edited_entry_gets_indexes_of_its_own() {
         let kb_dir = kb_copy();
@@ -280,12 +295,7 @@ mod tests {
         // Reading the same files from another folder names the same store.
         assert_eq!(store.key(&load(&real_kb())).unwrap(), before);
 
-        let file = fs::read_dir(kb_dir.path())
-            .unwrap()
-            .flatten()
-            .next()
-            .unwrap()
-            .path();
+        let file = edited_entry_file(kb_dir.path());
         let text = fs::read_to_string(&file).unwrap();
         fs::write(
             &file,

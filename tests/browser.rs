@@ -22,16 +22,16 @@ use serde_json::json;
 /// C++ stack, and torchrun's ChildFailedError summary.
 const WATCHDOG_TIMEOUT_LOG: &str = include_str!("browser/nccl-watchdog-timeout.log");
 
-/// The `title` (or `title_zh`) of a shipped entry, read from its front matter.
+/// The `title` (or `title_zh`) of a shipped entry.
 fn kb_title(slug: &str, field: &str) -> String {
-    let path = format!("{}/kb/{slug}.md", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let prefix = format!("{field}: ");
-    let value = text
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("{path} has no {field}"));
-    value.trim().trim_matches('"').to_string()
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kb");
+    let kb = errbook::kb::Kb::load(&dir).expect("the shipped kb loads");
+    let entry = kb.get(slug).unwrap_or_else(|| panic!("no entry `{slug}`"));
+    match field {
+        "title" => entry.title.clone(),
+        "title_zh" => entry.title_zh.clone(),
+        _ => panic!("no field `{field}`"),
+    }
 }
 
 /// The entry slug a link points to (`/entries/<slug>`, possibly absolute).

@@ -24,7 +24,7 @@ pub use paste::{Line, Paste, looks_like_error};
 pub use rank::{Confidence, Diagnosis, Evidence, EvidenceKind, Match, Verdict};
 pub use request::{DEFAULT_MATCHES, MAX_MATCHES, Pasted, Request, RequestError};
 pub use triage::{Consequence, ConsequenceKind, Exit, Fact, FirstFailure, KnownFrom, Triage};
-pub use versions::{VersionCheck, ranges_text};
+pub use versions::VersionCheck;
 
 /// `text` cut to `max_chars` characters, with `…` where it was cut.
 pub fn clip(text: &str, max_chars: usize) -> String {

@@ -101,16 +101,6 @@ impl VersionCheck {
     }
 }
 
-/// An entry's ranges in words: "NCCL >=2.19.0, <2.19.4 (fixed in 2.19.4)".
-pub fn ranges_text(entry: &Entry) -> Vec<String> {
-    (entry.versions.iter())
-        .map(|a| match &a.fixed {
-            Some(f) => format!("{} {} (fixed in {f})", a.package, a.range),
-            None => format!("{} {}", a.package, a.range),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

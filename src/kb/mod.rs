@@ -17,7 +17,7 @@ use rustc_hash::FxHashMap;
 pub use entry::{BRANCH_FACTS, Branch, Entry, ExitSpec, LazyRegex, Signature, SignatureKind};
 pub use markdown::render_markdown;
 pub use signatures::{SignatureMatch, SignatureSet};
-pub use versions::{Affected, PACKAGES, package_named};
+pub use versions::Affected;
 
 /// One thing wrong with the knowledge base, located in a file (and a line when known).
 #[derive(Debug, Clone, PartialEq, Eq)]

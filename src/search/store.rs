@@ -281,12 +281,6 @@ mod tests {
         assert_eq!(answers(&second), answers(&in_ram));
     }
 
-    /// Some entry's file under `dir`.
-    fn edited_entry_file(dir: &Path) -> PathBuf {
-        let kb = load(dir);
-        kb.entries()[0].path.clone()
-    }
-
     #[test]
     fn an_edited_entry_gets_indexes_of_its_own() {
         let kb_dir = kb_copy();
@@ -295,7 +289,7 @@ mod tests {
         // Reading the same files from another folder names the same store.
         assert_eq!(store.key(&load(&real_kb())).unwrap(), before);
 
-        let file = edited_entry_file(kb_dir.path());
+        let file = load(kb_dir.path()).entries()[0].path.clone();
         let text = fs::read_to_string(&file).unwrap();
         fs::write(
             &file,

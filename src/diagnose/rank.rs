@@ -173,12 +173,13 @@ impl Candidates {
     /// The candidates of the signatures fired (`matches`, by entry, then signature,
     /// each with whether it fired on a root-cause line), of the full-text hits and of
     /// the closest phrases (entry, rank relative to the best, each), and of the entries
-    /// an exit or a release in the paste names (`named`, each once per naming).
+    /// a signal exit (`by_exit`) or a release (`by_release`) in the paste names.
     fn new(
         matches: impl IntoIterator<Item = (usize, Fired, bool)>,
         text: &[(usize, f32)],
         phrases: &[(usize, f32)],
-        named: &[usize],
+        by_exit: &[usize],
+        by_release: &[usize],
     ) -> Candidates {
         let mut list: Vec<Candidate> = Vec::new();
         let mut fired = Vec::new();
@@ -202,8 +203,14 @@ impl Candidates {
             fired.push(f);
             c.fired.end = fired.len();
         }
-        let named: Vec<(usize, f32)> = named.iter().map(|&e| (e, 0.0)).collect();
-        for (hits, source) in [(text, 0), (phrases, 1), (&named[..], 2)] {
+        let by_exit: Vec<(usize, f32)> = by_exit.iter().map(|&e| (e, 0.0)).collect();
+        let by_release: Vec<(usize, f32)> = by_release.iter().map(|&e| (e, 0.0)).collect();
+        for (hits, source) in [
+            (text, 0),
+            (phrases, 1),
+            (&by_exit[..], 2),
+            (&by_release[..], 3),
+        ] {
             for &(entry, rank) in hits {
                 let at = match list.binary_search_by_key(&entry, |c| c.entry) {
                     Ok(at) => at,
@@ -226,7 +233,12 @@ impl Candidates {
                     0 => claim.text_rank = rank,
                     1 => claim.phrase_rank = rank,
                     // An exit one of the entry's branches names, or an affected
-                    // release, weighs as a weak signature.
+                    // release, weighs as a weak signature; the exit also tells the
+                    // entry about the signal from a wrapper's.
+                    2 => {
+                        claim.weak += 1;
+                        claim.exit_named = true;
+                    }
                     _ => claim.weak += 1,
                 }
             }
@@ -443,8 +455,8 @@ pub(super) fn diagnose(
     let analysed = index.analyse(&query.text);
     let signals = Signals::gather(index, &reading, query, &analysed)?;
     let triage = triage(paste, &reading.text, &reading.starts, &reading.parsed);
-    let mut named = branch::named_by_exits(kb, &triage);
-    named.extend(versions::named_by_versions(kb, &reading.parsed.versions));
+    let by_exit = branch::named_by_exits(kb, &triage);
+    let by_release = versions::named_by_versions(kb, &reading.parsed.versions);
     let candidates = Candidates::new(
         signals.signatures.iter().map(|m| {
             let (f, on_root) = reading.fired(m);
@@ -452,7 +464,8 @@ pub(super) fn diagnose(
         }),
         &signals.text,
         &signals.phrases,
-        &named,
+        &by_exit,
+        &by_release,
     );
     let terms = index.query_terms(signals.analysed)?;
     let mut ranked = rank(index, &candidates, &terms, limit.max(ANSWER_CANDIDATES) + 1);
@@ -896,8 +909,13 @@ mod tests {
             (2, fired(1, false, 9), true),
             (7, fired(0, true, 5), false),
         ];
-        let candidates =
-            Candidates::new(matches, &[(4, 1.0), (2, 0.5)], &[(9, 1.0), (4, 0.25)], &[]);
+        let candidates = Candidates::new(
+            matches,
+            &[(4, 1.0), (2, 0.5)],
+            &[(9, 1.0), (4, 0.25)],
+            &[],
+            &[],
+        );
         let entries: Vec<usize> = candidates.list.iter().map(|c| c.entry).collect();
         assert_eq!(entries, [2, 4, 7, 9]);
         let two = candidates.get(2);
@@ -918,6 +936,46 @@ mod tests {
             (1, false, 0.0)
         );
         assert_eq!(candidates.get(9).claim.phrase_rank, 1.0);
+    }
+
+    #[test]
+    fn a_signal_exit_under_a_launcher_box_leads_with_the_entry_about_the_signal() {
+        use std::sync::Arc;
+
+        use crate::kb::Kb;
+
+        // The box fires the wrapper entry's weak signatures as much as the bus-error
+        // entry's and reads like the wrapper entry; only what the signal means tells
+        // them apart.
+        let kb = Kb::load(std::path::Path::new("kb")).expect("the kb loads");
+        let index = SearchIndex::build(Arc::new(kb)).expect("an index");
+        let paste = "\
+E1105 09:12:44.902000 5120 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -7) local_rank: 1 (pid: 5189) of binary: /usr/bin/python3
+Traceback (most recent call last):
+  File \"/usr/local/bin/torchrun\", line 8, in <module>
+    sys.exit(main())
+  File \"/usr/local/lib/python3.10/dist-packages/torch/distributed/launcher/api.py\", line 263, in launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : -7 (pid: 5189)
+  error_file: <N/A>
+  traceback : Signal 7 (SIGBUS) received by PID 5189
+============================================================
+";
+        let d = diagnose(&index, &Paste::from_text(paste), 5).expect("a diagnosis");
+        let slugs: Vec<&str> = d.matches.iter().map(|m| m.slug.as_str()).collect();
+        assert_eq!(
+            slugs.first(),
+            Some(&"dataloader-bus-error-shm"),
+            "{slugs:?}"
+        );
+        assert!(slugs.contains(&"torchrun-childfailederror"), "{slugs:?}");
     }
 
     #[test]

@@ -587,7 +587,7 @@ fn eval_shipped(dir: &str) -> (String, Vec<(String, String, usize, usize)>) {
 /// The calibration targets, on the labelled tracker reports and the unrelated errors
 /// kept in `eval/`: `matched` right at least 97 % of the time, unrelated errors
 /// `matched` at most 3 % of the time, top-1 on the covered reports no lower than
-/// when the three verdicts came in (0.780) by more than 2 points.
+/// when a signal exit came to outweigh a launcher box (0.869) by more than 2 points.
 #[test]
 fn verdicts_meet_their_calibration_targets() {
     let (trackers, tracker_table) = eval_shipped("eval/trackers");
@@ -617,7 +617,7 @@ fn verdicts_meet_their_calibration_targets() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!(top1 >= 0.794, "{trackers}");
+    assert!(top1 >= 0.849, "{trackers}");
 }
 
 /// The bar from the diagnosis issue, on the labelled real pastes shipped beside the

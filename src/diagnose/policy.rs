@@ -47,8 +47,7 @@ pub const MOST_ENTRIES_PER_SIGNATURE: usize = 64;
 /// beyond the weak signatures' cap. A launcher's box fires weak signatures in the
 /// wrapper's entry and in the entry about the signal alike, and reads like the
 /// wrapper's entry; what the signal means must outweigh that closeness of text (exit
-/// -7 is a bus error, whatever launcher reported it). On eval/trackers top-1 went
-/// from 0.820 to 0.836 with it, and no `matched` answer turned wrong.
+/// -7 is a bus error, whatever launcher reported it).
 pub const EXIT_NAMED: f32 = TEXT_RANK;
 /// A signature on the root-cause exception's lines, once.
 pub const ON_ROOT_CAUSE: f32 = 5.0;

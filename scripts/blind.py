@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Blinds and scores the errbook-against-assistant comparison (eval/assistant/PROMPTS.md).
 
-    python3 scripts/blind.py [DIR]            # errbook/, memory/, tools/ -> blind/CASE.{A,B,C}.txt, key.tsv
+    python3 scripts/blind.py [DIR]            # errbook/, memory/[, tools/] -> blind/CASE.{A,B,C}.txt, key.tsv
     python3 scripts/blind.py --score [DIR]    # grades.tsv + key.tsv -> counts per source
 
 DIR is a round's directory, eval/assistant by default (eval/assistant/round4 is another).
@@ -18,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DIRS = [a for a in sys.argv[1:] if not a.startswith("--")]
 ROOT = REPO / DIRS[0] if DIRS else REPO / "eval" / "assistant"
-SOURCES = ("errbook", "memory", "tools")
+SOURCES = tuple(s for s in ("errbook", "memory", "tools") if (ROOT / s).is_dir())
 
 
 def cases():

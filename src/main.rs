@@ -311,7 +311,10 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis) {
             // A question's leads are the entries about it; a failure's are unlikely.
             let question = d.question && !d.matches.is_empty();
             if question {
-                println!("no error in this paste to diagnose; entries about what it asks:");
+                // Words alone pick the right entry first less than half the time: list
+                // the entries, and assert none of their causes.
+                println!("no error in this paste to diagnose; the entries closest to its words");
+                println!("(paste the traceback or the log's last lines for a diagnosis):");
             } else {
                 println!("errbook does not know this failure: no entry fits it firmly.");
                 what_happened();
@@ -324,12 +327,9 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis) {
                     println!("\nentries with a little evidence, each unlikely:");
                 }
             }
-            for (i, m) in d.matches.iter().enumerate() {
+            for m in &d.matches {
                 if let Some(e) = kb.get(&m.slug) {
                     println!("  - {} [{}]", e.title, e.slug);
-                    if question && i == 0 {
-                        println!("    {}", e.summary);
-                    }
                 }
             }
             return;

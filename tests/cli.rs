@@ -847,3 +847,28 @@ fn an_answer_that_cannot_tell_the_cause_lists_the_causes() {
         "{text}"
     );
 }
+
+#[test]
+fn diagnose_lists_a_questions_entries_without_asserting_a_cause() {
+    let question =
+        "Multi-GPU training with DDP hangs at startup, how do I find where it is stuck?\n";
+    let kb = Path::new(env!("CARGO_MANIFEST_DIR")).join("kb");
+    let out = errbook_with_stdin(&["diagnose", "--kb", kb.to_str().unwrap(), "-"], question);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("no error in this paste to diagnose"),
+        "{text}"
+    );
+    let leads: Vec<&str> = text.lines().filter(|l| l.starts_with("  - ")).collect();
+    assert!(!leads.is_empty(), "the entries about it are listed: {text}");
+    assert!(
+        text.lines()
+            .all(|l| l.starts_with("  - ") || !l.starts_with("  ")),
+        "titles only, no entry's summary read as the answer: {text}"
+    );
+}

@@ -423,17 +423,22 @@ fn errbook_with_stdin(args: &[&str], stdin: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
-#[test]
-fn diagnose_reads_a_log_from_standard_input() {
-    let kb = fixture_dir();
-    let log = "[rank0]: RuntimeError: Output 0 of SliceBackward0 is a view and is being modified inplace.\n";
-    let out = errbook_with_stdin(&["diagnose", "--kb", kb.to_str().unwrap(), "-"], log);
+/// `errbook diagnose --kb KB -` on `paste`: its standard output, after it succeeded.
+fn diagnose_stdin(kb: &Path, paste: &str) -> String {
+    let out = errbook_with_stdin(&["diagnose", "--kb", kb.to_str().unwrap(), "-"], paste);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8_lossy(&out.stdout);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn diagnose_reads_a_log_from_standard_input() {
+    let kb = fixture_dir();
+    let log = "[rank0]: RuntimeError: Output 0 of SliceBackward0 is a view and is being modified inplace.\n";
+    let text = diagnose_stdin(&kb, log);
     let heading = text.lines().next().unwrap();
     assert!(
         heading.ends_with("[view-inplace] — the answer, high confidence"),
@@ -828,8 +833,7 @@ fn libc_sigpipe() -> i32 {
 fn an_answer_that_cannot_tell_the_cause_lists_the_causes() {
     let kb = Path::new(env!("CARGO_MANIFEST_DIR")).join("kb");
     let log = "  File \"/usr/lib/python3/site-packages/torch/distributed/rendezvous.py\", line 95, in _tcp_rendezvous_handler\n    store = TCPStore(result.hostname, result.port, start_daemon)\nRuntimeError: Address already in use\n";
-    let out = errbook_with_stdin(&["diagnose", "--kb", kb.to_str().unwrap(), "-"], log);
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = diagnose_stdin(&kb, log);
     assert!(
         text.contains("[master-port-address-in-use] — the answer"),
         "{text}"
@@ -853,13 +857,7 @@ fn diagnose_lists_a_questions_entries_without_asserting_a_cause() {
     let question =
         "Multi-GPU training with DDP hangs at startup, how do I find where it is stuck?\n";
     let kb = Path::new(env!("CARGO_MANIFEST_DIR")).join("kb");
-    let out = errbook_with_stdin(&["diagnose", "--kb", kb.to_str().unwrap(), "-"], question);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = diagnose_stdin(&kb, question);
     assert!(
         text.starts_with("no error in this paste to diagnose"),
         "{text}"

@@ -103,9 +103,9 @@ impl Reliability {
     }
 
     fn print(&self) {
-        println!("reliability (verdict, confidence: answers, right, share right):");
+        say!("reliability (verdict, confidence: answers, right, share right):");
         for ((verdict, confidence), (n, right)) in &self.0 {
-            println!(
+            say!(
                 "  {verdict:<9} {confidence:<7} {n:>4} {right:>4}  {:.3}",
                 *right as f64 / *n as f64
             );
@@ -113,7 +113,7 @@ impl Reliability {
     }
 }
 
-pub fn run(kb_dir: &Path, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode> {
+pub fn run(kb: Kb, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode> {
     let manifest = dir.join("manifest.tsv");
     let text = std::fs::read_to_string(&manifest)
         .with_context(|| format!("cannot read {}", manifest.display()))?;
@@ -138,7 +138,6 @@ pub fn run(kb_dir: &Path, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode>
         });
     }
 
-    let kb = Kb::load(kb_dir).map_err(|e| anyhow::anyhow!("{e}"))?;
     let index = Arc::new(SearchIndex::build(Arc::new(kb))?);
     let diagnoser = Diagnoser::new(index.clone());
 
@@ -195,7 +194,7 @@ pub fn run(kb_dir: &Path, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode>
 
         if verbose {
             let top = d.matches.first();
-            println!(
+            say!(
                 "{:<50} {:<10} top {:<40} confidence {:<6} coverage {:.2}  signature {}",
                 case.file,
                 case.kind,
@@ -235,24 +234,24 @@ pub fn run(kb_dir: &Path, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode>
         }
     }
 
-    println!("{} cases from {}", cases.len(), manifest.display());
-    println!("errbook diagnose : {}", ours.row());
-    println!("full-text only   : {}", baseline.row());
+    say!("{} cases from {}", cases.len(), manifest.display());
+    say!("errbook diagnose : {}", ours.row());
+    say!("full-text only   : {}", baseline.row());
     print_groups("kind", &by_kind);
     print_groups("language", &by_lang);
     let covered = ours.cases as f64 / (ours.cases + ours.none_cases).max(1) as f64;
-    println!(
+    say!(
         "coverage: {} of {} cases have an answering entry ({covered:.3})",
         ours.cases,
         ours.cases + ours.none_cases
     );
     reliability.print();
     if misses.is_empty() {
-        println!("misses: none");
+        say!("misses: none");
     } else {
-        println!("misses ({}):", misses.len());
+        say!("misses ({}):", misses.len());
         for m in &misses {
-            println!("{m}");
+            say!("{m}");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -260,9 +259,9 @@ pub fn run(kb_dir: &Path, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode>
 
 /// Scores by group (kind, language), diagnosis beside plain full-text search.
 fn print_groups(by: &str, groups: &BTreeMap<String, (Score, Score)>) {
-    println!("by {by} (diagnose | full-text):");
+    say!("by {by} (diagnose | full-text):");
     for (name, (a, b)) in groups {
-        println!(
+        say!(
             "  {name:<10} {} cases: {} | {}",
             a.cases + a.none_cases,
             a.row(),

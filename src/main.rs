@@ -1,5 +1,6 @@
 //! The `errbook` command: serve the portal and API, check a knowledge base, search it.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,13 +11,32 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use errbook::answer::{Answers, EntryTexts};
 use errbook::diagnose::{Diagnoser, Paste, Pasted, Request, Verdict, clip};
-use errbook::kb::{Branch, Kb, LoadError};
+use errbook::kb::{Branch, Entry, Kb, LoadError, Loaded, Sources};
 use errbook::reload::Reloader;
 use errbook::search::{CacheBudget, IndexStore, SearchError, SearchIndex, SearchQuery};
 use errbook::web::server;
 use errbook::{AppState, app};
 
+/// `println!` for what a command answers: a reader that goes away
+/// (`errbook diagnose x.log | head -1`) ends the command quietly with status 0, as other
+/// Unix tools end, and any other failed write is an error.
+macro_rules! say {
+    () => { $crate::say_line(format_args!("")) };
+    ($($arg:tt)*) => { $crate::say_line(format_args!($($arg)*)) };
+}
+
 mod eval;
+
+fn say_line(args: std::fmt::Arguments) {
+    let mut out = std::io::stdout().lock();
+    if let Err(err) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
+        if err.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: writing to standard output: {err}");
+        std::process::exit(1);
+    }
+}
 
 /// mimalloc instead of glibc's allocator: faster for the many small allocations of
 /// analysis, indexing and JSON; tuned in `tune_allocator`.
@@ -36,9 +56,19 @@ struct Cli {
 
 #[derive(clap::Args)]
 struct KbArg {
-    /// Folder of Markdown entries.
-    #[arg(long, env = "ERRBOOK_KB", default_value = "kb")]
-    kb: PathBuf,
+    /// A team's folder of Markdown entries, added to the built-in ones (an entry with a
+    /// built-in entry's slug replaces it); repeat for more. Environment: separated by `:`.
+    #[arg(
+        long = "kb",
+        value_name = "DIR",
+        env = "ERRBOOK_KB",
+        value_delimiter = ':'
+    )]
+    kb: Vec<PathBuf>,
+    /// Only the team's entries (`--kb`), none of the built-in ones.
+    #[arg(long, env = "ERRBOOK_NO_BUILTIN",
+      value_parser = clap::builder::FalseyValueParser::new())]
+    no_builtin: bool,
     /// Folder where built indexes are kept, so that the next start with the same
     /// entries opens them instead of building them [default: $XDG_CACHE_HOME/errbook,
     /// or ~/.cache/errbook].
@@ -50,6 +80,24 @@ struct KbArg {
 }
 
 impl KbArg {
+    /// Where the entries come from.
+    fn sources(&self) -> anyhow::Result<Sources> {
+        let folders: Vec<PathBuf> = (self.kb.iter())
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .cloned()
+            .collect();
+        if self.no_builtin && folders.is_empty() {
+            anyhow::bail!(
+                "--no-builtin leaves no entries: name the team's folder with --kb DIR \
+                 (or ERRBOOK_KB)"
+            );
+        }
+        Ok(Sources {
+            builtin: !self.no_builtin,
+            folders,
+        })
+    }
+
     fn store(&self) -> Option<IndexStore> {
         if self.no_index_cache {
             return None;
@@ -94,9 +142,23 @@ enum Command {
         /// Number of matches, 1 to 20 [default: 5].
         #[arg(long, allow_negative_numbers = true)]
         limit: Option<i64>,
-        /// Print JSON instead of text.
+        /// Print the API's JSON instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        links: LinkArg,
+    },
+    /// Print an entry: `errbook show nccl-watchdog-timeout`.
+    Show {
+        /// The entry's slug (as `diagnose` and `search` print it).
+        slug: String,
+        #[command(flatten)]
+        kb: KbArg,
+        /// Language of the titles and summary: `en` or `zh-CN`.
+        #[arg(long, default_value = "en", value_parser = ["en", "zh-CN", "zh"])]
+        lang: String,
+        #[command(flatten)]
+        links: LinkArg,
     },
     /// Score diagnosis against labelled pastes: DIR/manifest.tsv (file, expected, kind, source).
     Eval {
@@ -120,18 +182,39 @@ enum Command {
         /// Number of results.
         #[arg(long, default_value_t = 5)]
         limit: usize,
-        /// Print JSON instead of text.
+        /// Print the API's JSON instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        links: LinkArg,
     },
+}
+
+#[derive(clap::Args)]
+struct LinkArg {
+    /// The team's errbook server (`https://errbook.example.com`): answers link to its
+    /// entry pages.
+    #[arg(long, env = "ERRBOOK_PUBLIC_URL")]
+    public_url: Option<String>,
+}
+
+impl LinkArg {
+    /// What entry links start with: the server's URL, or nothing for relative links.
+    fn base(&self) -> anyhow::Result<&str> {
+        match self.public_url.as_deref() {
+            Some(url) => server_base(url),
+            None => Ok(""),
+        }
+    }
+}
+
+fn server_base(url: &str) -> anyhow::Result<&str> {
+    errbook::web::public_base(url).map_err(|message| anyhow::anyhow!("--public-url: {message}"))
 }
 
 fn main() -> ExitCode {
     tune_allocator();
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Serve { .. }) {
-        quit_on_closed_pipe();
-    }
     let result = match cli.command {
         Command::Serve { kb, options } => serve(&kb, options),
         Command::Check { kb } => check(&kb),
@@ -140,15 +223,27 @@ fn main() -> ExitCode {
             kb,
             limit,
             json,
-        } => diagnose(&kb, &file, limit, json),
-        Command::Eval { dir, kb, verbose } => eval::run(&kb.kb, &dir, verbose),
+            links,
+        } => diagnose(&kb, &file, limit, json, &links),
+        Command::Show {
+            slug,
+            kb,
+            lang,
+            links,
+        } => show(&kb, &slug, lang.starts_with("zh"), &links),
+        Command::Eval { dir, kb, verbose } => match load(&kb) {
+            Ok(Some(loaded)) => eval::run(loaded.kb, &dir, verbose),
+            Ok(None) => Ok(ExitCode::FAILURE),
+            Err(err) => Err(err),
+        },
         Command::Search {
             query,
             kb,
             tag,
             limit,
             json,
-        } => search(&kb, &query, tag.as_deref(), limit, json),
+            links,
+        } => search(&kb, &query, tag.as_deref(), limit, json, &links),
     };
     match result {
         Ok(code) => code,
@@ -159,36 +254,36 @@ fn main() -> ExitCode {
     }
 }
 
-/// A command whose reader goes away (`errbook diagnose x.log | head -1`) ends quietly as
-/// other Unix tools do, by SIGPIPE, instead of panicking on the failed write. The
-/// server keeps Rust's default of ignoring it: a client that hangs up is not an end.
-fn quit_on_closed_pipe() {
-    // SAFETY: called before any thread starts; SIG_DFL is a valid disposition.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
-}
-
 /// Loads the knowledge base, printing every problem in it when it is invalid.
-fn load(dir: &Path) -> anyhow::Result<Option<Kb>> {
-    match Kb::load(dir) {
-        Ok(kb) => Ok(Some(kb)),
+fn load(kb_arg: &KbArg) -> anyhow::Result<Option<Loaded>> {
+    let sources = kb_arg.sources()?;
+    match Kb::load_from(&sources) {
+        Ok(loaded) => Ok(Some(loaded)),
         Err(LoadError::Invalid { problems }) => {
             for problem in &problems {
                 eprintln!("error: {problem}");
             }
-            eprintln!("{}: {} problem(s) found", dir.display(), problems.len());
+            eprintln!(
+                "{}: {} problem(s) found",
+                sources.describe(),
+                problems.len()
+            );
             Ok(None)
         }
-        Err(err) => Err(err.into()),
+        Err(err) => Err(anyhow::anyhow!(
+            "{err} (the team's folders are named by --kb DIR or ERRBOOK_KB)"
+        )),
     }
 }
 
 fn check(kb_arg: &KbArg) -> anyhow::Result<ExitCode> {
-    let dir = kb_arg.kb.as_path();
-    let Some(kb) = load(dir)? else {
+    let Some(Loaded { kb, replaced }) = load(kb_arg)? else {
         return Ok(ExitCode::FAILURE);
     };
+    let sources = kb_arg.sources()?;
+    for replacement in &replaced {
+        eprintln!("note: {replacement}");
+    }
     let entries = kb.len();
     let examples: usize = kb.entries().iter().map(|e| e.examples.len()).sum();
     let mut problems = kb.compile_regexes();
@@ -200,12 +295,16 @@ fn check(kb_arg: &KbArg) -> anyhow::Result<ExitCode> {
         for problem in &problems {
             eprintln!("error: {problem}");
         }
-        eprintln!("{}: {} problem(s) found", dir.display(), problems.len());
+        eprintln!(
+            "{}: {} problem(s) found",
+            sources.describe(),
+            problems.len()
+        );
         return Ok(ExitCode::FAILURE);
     }
-    println!(
+    say!(
         "{}: {entries} entries, all valid; all {examples} examples diagnose to their own entry",
-        dir.display()
+        sources.describe()
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -216,8 +315,10 @@ fn search(
     tag: Option<&str>,
     limit: usize,
     json: bool,
+    links: &LinkArg,
 ) -> anyhow::Result<ExitCode> {
-    let Some(kb) = load(&kb_arg.kb)? else {
+    let base = links.base()?;
+    let Some(Loaded { kb, .. }) = load(kb_arg)? else {
         return Ok(ExitCode::FAILURE);
     };
     let index = kb_arg.index(kb)?;
@@ -229,21 +330,22 @@ fn search(
         let answers = Answers {
             kb,
             texts: &texts,
-            base: "",
+            base,
         };
         let response = answers.search(asked.text, asked.tag, &hits);
-        println!("{}", serde_json::to_string_pretty(&response)?);
+        say!("{}", serde_json::to_string_pretty(&response)?);
     } else if hits.is_empty() {
-        println!("no entry matches {query:?}");
+        say!("no entry matches {query:?}");
     } else {
         for (i, h) in hits.iter().enumerate() {
             let Some(e) = index.kb().get(&h.slug) else {
                 continue;
             };
-            println!("{}. {}  [{}]  score {:.2}", i + 1, e.title, e.slug, h.score);
-            println!("   {}", e.title_zh);
-            println!("   {}", h.snippet);
+            say!("{}. {}  [{}]  score {:.2}", i + 1, e.title, e.slug, h.score);
+            say!("   {}", e.title_zh);
+            say!("   {}", h.snippet);
         }
+        say!("\nread one: errbook show SLUG");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -253,10 +355,11 @@ fn diagnose(
     file: &Path,
     limit: Option<i64>,
     json: bool,
+    links: &LinkArg,
 ) -> anyhow::Result<ExitCode> {
-    let Some(kb) = load(&kb_arg.kb)? else {
-        return Ok(ExitCode::FAILURE);
-    };
+    let base = links.base()?;
+    // The paste first: a log file that is not there is the error to report, whatever
+    // the knowledge base.
     let paste = if file == Path::new("-") {
         Paste::from_reader(std::io::stdin().lock()).context("reading standard input")?
     } else {
@@ -267,6 +370,9 @@ fn diagnose(
     };
     let request = Request::new(Pasted::Read(paste), limit)
         .with_context(|| format!("cannot diagnose {}", file.display()))?;
+    let Some(Loaded { kb, .. }) = load(kb_arg)? else {
+        return Ok(ExitCode::FAILURE);
+    };
     let diagnoser = Diagnoser::new(Arc::new(kb_arg.index(kb)?));
     let d = diagnoser.answer(&request)?;
     let kb = diagnoser.index().kb();
@@ -275,13 +381,76 @@ fn diagnose(
         let answers = Answers {
             kb,
             texts: &texts,
-            base: "",
+            base,
         };
-        println!("{}", serde_json::to_string_pretty(&answers.diagnosis(&d))?);
+        say!("{}", serde_json::to_string_pretty(&answers.diagnosis(&d))?);
         return Ok(ExitCode::SUCCESS);
     }
-    print_diagnosis(kb, &d);
+    print_diagnosis(kb, &d, base);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints an entry for reading in a terminal: its Markdown as written, which reads
+/// well as it is, with the front matter's facts above it.
+fn show(kb_arg: &KbArg, slug: &str, chinese: bool, links: &LinkArg) -> anyhow::Result<ExitCode> {
+    let base = links.base()?;
+    let Some(Loaded { kb, .. }) = load(kb_arg)? else {
+        return Ok(ExitCode::FAILURE);
+    };
+    let slug = slug.trim();
+    let Some(e) = kb.get(slug) else {
+        let index = kb_arg.index(kb)?;
+        let near = index.search(&SearchQuery::new(&slug.replace('-', " "), None, 3))?;
+        let names: Vec<&str> = near.iter().map(|h| h.slug.as_str()).collect();
+        if names.is_empty() {
+            anyhow::bail!("no entry `{slug}` (`errbook search WORDS` finds one)");
+        }
+        anyhow::bail!("no entry `{slug}`; did you mean: {}", names.join(", "));
+    };
+    print_entry(e, chinese, base);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_entry(e: &Entry, chinese: bool, base: &str) {
+    let (title, summary) = if chinese {
+        (&e.title_zh, &e.summary_zh)
+    } else {
+        (&e.title, &e.summary)
+    };
+    say!("{title}  [{}]", e.slug);
+    say!("{summary}");
+    say!("tags: {}", e.tags.join(", "));
+    for a in &e.versions {
+        match &a.fixed {
+            Some(fixed) => say!("affects: {} {} (fixed in {fixed})", a.package, a.range),
+            None => say!("affects: {} {}", a.package, a.range),
+        }
+    }
+    if chinese {
+        say!("\n（正文目前只有英文。）");
+    }
+    say!("\n{}", e.markdown.trim_end());
+    if !e.branches.is_empty() {
+        say!("\n## {}", if chinese { "按原因" } else { "By cause" });
+        for b in &e.branches {
+            let (title, fix) = if chinese && !b.fix_zh.is_empty() {
+                (&b.title_zh, &b.fix_zh)
+            } else {
+                (&b.title, &b.fix)
+            };
+            say!("\n### {title}\n");
+            say!("{}", Branch::filled(fix, &[]).trim_end());
+        }
+    }
+    if !e.related.is_empty() {
+        say!("\nrelated: {}", e.related.join(", "));
+    }
+    for source in &e.sources {
+        say!("source: {source}");
+    }
+    if !base.is_empty() {
+        say!("\n{base}/entries/{}", e.slug);
+    }
 }
 
 /// Lines of an entry's Fix printed under the first match.
@@ -290,22 +459,22 @@ const FIX_LINES: usize = 30;
 /// A diagnosis as a terminal's first screen: the answer and its fix first when there is
 /// one; otherwise what happened, then the candidates (`possible`) or the leads
 /// (`no_match`), one line each past the first.
-fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis) {
+fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis, base: &str) {
     let summary = d.triage.summary(d.parsed.root_exception());
     let what_happened = || {
         if !summary.is_empty() {
-            println!("{summary}");
+            say!("{summary}");
         }
         for fact in &d.triage.environment {
-            println!("  {}: {}", fact.name, fact.value);
+            say!("  {}: {}", fact.name, fact.value);
         }
     };
     match d.verdict {
         Verdict::Matched => {}
         Verdict::Possible => {
-            println!("errbook is not sure; the closest candidate:");
+            say!("errbook is not sure; the closest candidate:");
             what_happened();
-            println!();
+            say!();
         }
         Verdict::NoMatch => {
             // A question's leads are the entries about it; a failure's are unlikely.
@@ -313,23 +482,23 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis) {
             if question {
                 // Words alone pick the right entry first less than half the time: list
                 // the entries, and assert none of their causes.
-                println!("no error in this paste to diagnose; the entries closest to its words");
-                println!("(paste the traceback or the log's last lines for a diagnosis):");
+                say!("no error in this paste to diagnose; the entries closest to its words");
+                say!("(paste the traceback or the log's last lines for a diagnosis):");
             } else {
-                println!("errbook does not know this failure: no entry fits it firmly.");
+                say!("errbook does not know this failure: no entry fits it firmly.");
                 what_happened();
                 for hit in &d.closest {
                     if let Some(e) = kb.get(&hit.slug) {
-                        println!("  closest by text: {} [{}]", e.title, e.slug);
+                        say!("  closest by text: {} [{}]", e.title, e.slug);
                     }
                 }
                 if !d.matches.is_empty() {
-                    println!("\nentries with a little evidence, each unlikely:");
+                    say!("\nentries with a little evidence, each unlikely:");
                 }
             }
             for m in &d.matches {
                 if let Some(e) = kb.get(&m.slug) {
-                    println!("  - {} [{}]", e.title, e.slug);
+                    say!("  - {} [{}]", e.title, e.slug);
                 }
             }
             return;
@@ -339,52 +508,57 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis) {
         return;
     };
     let answer = d.verdict == Verdict::Matched;
-    println!(
+    say!(
         "{} [{}] — {}{} confidence",
         e.title,
         e.slug,
         if answer { "the answer, " } else { "" },
         m.confidence.as_str()
     );
-    println!("   {}", e.summary);
+    say!("   {}", e.summary);
     for ev in &m.evidence {
-        println!("   line {:>5}: {}", ev.line, clip(&ev.text, 120));
+        say!("   line {:>5}: {}", ev.line, clip(&ev.text, 120));
     }
     for check in &m.versions {
-        println!("   {}", check.sentence());
+        say!("   {}", check.sentence());
     }
     if let Some(chosen) = &m.branch {
         let b = &e.branches[chosen.index];
         let lines: Vec<String> = chosen.lines.iter().map(usize::to_string).collect();
-        println!("\n   most likely: {} (line {})", b.title, lines.join(", "));
+        say!("\n   most likely: {} (line {})", b.title, lines.join(", "));
         for line in Branch::filled(&b.fix, &chosen.values).lines() {
-            println!("     {line}");
+            say!("     {line}");
         }
         let others: Vec<&str> = (e.branches.iter())
             .filter(|o| o.id != b.id)
             .map(|o| o.title.as_str())
             .collect();
         if !others.is_empty() {
-            println!("   if it is not this, check: {}", others.join("; "));
+            say!("   if it is not this, check: {}", others.join("; "));
         }
     } else if let Some(fix) = e.section("Fix") {
         if !e.branches.is_empty() {
-            println!("\n   the paste does not say which of these causes it is:");
+            say!("\n   the paste does not say which of these causes it is:");
             for b in &e.branches {
-                println!("     - {}", b.title);
+                say!("     - {}", b.title);
             }
         }
-        println!("\n   fix:");
+        say!("\n   fix:");
         for line in fix.lines().take(FIX_LINES) {
-            println!("     {line}");
+            say!("     {line}");
         }
         let more = fix.lines().count().saturating_sub(FIX_LINES);
         if more > 0 {
-            println!("     … {more} more lines in {}", e.path.display());
+            say!("     … {more} more lines: errbook show {}", e.slug);
         }
     }
+    if base.is_empty() {
+        say!("\n   the whole entry: errbook show {}", e.slug);
+    } else {
+        say!("\n   {base}/entries/{}", e.slug);
+    }
     if answer && !(summary.is_empty() && d.triage.environment.is_empty()) {
-        println!();
+        say!();
         what_happened();
     }
     let others: Vec<_> = d.matches[1..]
@@ -392,9 +566,9 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis) {
         .filter_map(|m| Some((m, kb.get(&m.slug)?)))
         .collect();
     if !others.is_empty() {
-        println!("\nother candidates:");
+        say!("\nother candidates:");
         for (m, e) in others {
-            println!("  - {} [{}] — {}", e.title, e.slug, m.confidence.as_str());
+            say!("  - {} [{}] — {}", e.title, e.slug, m.confidence.as_str());
         }
     }
 }
@@ -467,8 +641,8 @@ fn serve(kb_arg: &KbArg, options: ServeOptions) -> anyhow::Result<ExitCode> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let started = Instant::now();
-    let dir = kb_arg.kb.as_path();
-    let Some(kb) = load(dir)? else {
+    let sources = kb_arg.sources()?;
+    let Some(Loaded { kb, replaced }) = load(kb_arg)? else {
         eprintln!(
             "error: refusing to serve an invalid knowledge base; fix it and run `errbook check`"
         );
@@ -476,6 +650,14 @@ fn serve(kb_arg: &KbArg, options: ServeOptions) -> anyhow::Result<ExitCode> {
     };
     let entries = kb.len();
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "kb loaded");
+    if !replaced.is_empty() {
+        let slugs: Vec<&str> = replaced.iter().map(|r| r.slug.as_str()).collect();
+        tracing::info!(
+            "{} team entries replace built-in ones: {}",
+            slugs.len(),
+            slugs.join(", ")
+        );
+    }
     let store = kb_arg.store();
     let index =
         SearchIndex::build_in(Arc::new(kb), store.as_ref()).context("building the search index")?;
@@ -506,7 +688,7 @@ fn serve(kb_arg: &KbArg, options: ServeOptions) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let reloader = Reloader::new(dir, state.clone()).with_store(store);
+        let reloader = Reloader::new(sources.clone(), state.clone()).with_store(store);
         // Listening for SIGHUP replaces its default action (exit) before anyone can
         // send it.
         #[cfg(unix)]
@@ -515,8 +697,11 @@ fn serve(kb_arg: &KbArg, options: ServeOptions) -> anyhow::Result<ExitCode> {
         // Likewise Ctrl-C and SIGTERM: caught from before the address is logged, so a
         // stop sent as soon as the server answers is a graceful one.
         let shutdown = shutdown_signal()?;
+        if watch && sources.folders.is_empty() {
+            tracing::warn!("--watch has no folder to watch: the built-in entries change only with the binary; add the team's with --kb DIR");
+        }
         let _watcher = watch.then(|| {
-            tracing::info!(kb = %dir.display(), "watching the knowledge base for changes");
+            tracing::info!(kb = %sources.describe(), "watching the knowledge base for changes");
             reloader.watch()
         });
         let listener = tokio::net::TcpListener::bind(addr)
@@ -525,7 +710,7 @@ fn serve(kb_arg: &KbArg, options: ServeOptions) -> anyhow::Result<ExitCode> {
         let local = listener.local_addr()?;
         tracing::info!(
             entries,
-            kb = %dir.display(),
+            kb = %sources.describe(),
             ready_ms = started.elapsed().as_millis() as u64,
             max_connections = config.max_connections,
             "errbook listening on http://{local}"

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
-use crate::kb::{Kb, LoadError};
+use crate::kb::{Kb, LoadError, Sources};
 use crate::search::{IndexStore, SearchIndex};
 use crate::web::{AppState, ReloadError, WatchState};
 
@@ -19,34 +19,36 @@ use crate::web::{AppState, ReloadError, WatchState};
 /// `git pull` is many events, and they become one reload.
 pub const SETTLE: Duration = Duration::from_millis(300);
 
-/// Loads `dir` and builds everything a request could need from it (the signature
-/// matcher included, so the first paste after a reload is not slow).
-pub fn build(dir: &Path, store: Option<&IndexStore>) -> Result<SearchIndex, ReloadError> {
+/// Loads `sources` and builds everything a request could need from them (the
+/// signature matcher included, so the first paste after a reload is not slow).
+pub fn build(sources: &Sources, store: Option<&IndexStore>) -> Result<SearchIndex, ReloadError> {
     let failed = |message: String, problems: Vec<String>| ReloadError {
         at: SystemTime::now(),
         message,
         problems,
     };
-    let kb = Kb::load(dir).map_err(|err| match err {
-        LoadError::Invalid { problems } => failed(
-            format!(
-                "{} problem(s) in the knowledge base; `errbook check` lists them too",
-                problems.len()
+    let kb = Kb::load_from(sources)
+        .map_err(|err| match err {
+            LoadError::Invalid { problems } => failed(
+                format!(
+                    "{} problem(s) in the knowledge base; `errbook check` lists them too",
+                    problems.len()
+                ),
+                problems.iter().map(ToString::to_string).collect(),
             ),
-            problems.iter().map(ToString::to_string).collect(),
-        ),
-        err => failed(err.to_string(), Vec::new()),
-    })?;
+            err => failed(err.to_string(), Vec::new()),
+        })?
+        .kb;
     let index = SearchIndex::build_in(Arc::new(kb), store)
         .map_err(|err| failed(format!("building the index: {err}"), Vec::new()))?;
     index.kb().signatures();
     Ok(index)
 }
 
-/// Rebuilds the served knowledge base from its folder, one reload at a time.
+/// Rebuilds the served knowledge base from its sources, one reload at a time.
 #[derive(Clone, Debug)]
 pub struct Reloader {
-    dir: PathBuf,
+    sources: Sources,
     state: AppState,
     /// Where built indexes are kept (see `IndexStore`), if anywhere.
     store: Option<IndexStore>,
@@ -54,9 +56,9 @@ pub struct Reloader {
 }
 
 impl Reloader {
-    pub fn new(dir: &Path, state: AppState) -> Reloader {
+    pub fn new(sources: Sources, state: AppState) -> Reloader {
         Reloader {
-            dir: dir.to_path_buf(),
+            sources,
             state,
             store: None,
             running: Arc::default(),
@@ -70,12 +72,12 @@ impl Reloader {
         self
     }
 
-    /// Loads the folder again and serves it when it is valid; otherwise keeps serving
+    /// Loads the sources again and serves them when they are valid; otherwise keeps serving
     /// the last good knowledge base and records why. Blocks for the whole build.
     pub fn reload(&self) -> Result<usize, ReloadError> {
         let _one_at_a_time = self.running.lock().unwrap_or_else(|e| e.into_inner());
         let started = Instant::now();
-        match build(&self.dir, self.store.as_ref()) {
+        match build(&self.sources, self.store.as_ref()) {
             Ok(index) => {
                 let entries = index.kb().len();
                 self.state.replace(index);
@@ -88,7 +90,7 @@ impl Reloader {
             }
             Err(error) => {
                 tracing::error!(
-                    kb = %self.dir.display(),
+                    kb = %self.sources.describe(),
                     "reload failed; still serving the last good knowledge base: {}{}",
                     error.message,
                     error.problems.iter().map(|p| format!("\n  {p}")).collect::<String>()
@@ -122,32 +124,40 @@ impl Reloader {
         }
     }
 
-    /// Watches the folder and reloads after each burst of changes, until the returned
-    /// handle is dropped. Must be called within the tokio runtime.
+    /// Watches each of the team's folders and reloads after each burst of changes, until
+    /// the returned handle is dropped. Must be called within the tokio runtime.
     ///
-    /// The folder is watched where its path leads now: every [`POLL`] the path is
+    /// A folder is watched where its path leads now: every [`POLL`] the path is
     /// resolved again, so a symlink swapped to a new version (Kubernetes ConfigMap
     /// volumes, git-sync), at the folder or any folder above it, moves the watch and
     /// reloads. A watch that fails (its folder removed, the system out of watches) is
     /// reported on `/healthz` and set up again at the next poll.
     pub fn watch(&self) -> WatchHandle {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let mut watch = Watch {
-            reloader: self.clone(),
-            tx,
-            watched: None,
-            failed: false,
-        };
-        // The first watch is set up before this returns, so no edit made after the
-        // server says it is listening goes unseen.
-        watch.follow();
-        WatchHandle(tokio::spawn(watch.run(rx)))
+        let tasks = (self.sources.folders.iter())
+            .map(|dir| {
+                let (tx, rx) = mpsc::unbounded_channel();
+                let mut watch = Watch {
+                    reloader: self.clone(),
+                    dir: dir.clone(),
+                    tx,
+                    watched: None,
+                    failed: false,
+                };
+                // The first watch is set up before this returns, so no edit made after
+                // the server says it is listening goes unseen.
+                watch.follow();
+                tokio::spawn(watch.run(rx))
+            })
+            .collect();
+        WatchHandle(tasks)
     }
 }
 
-/// The state of a watch: where it is set up, and whether it is broken.
+/// The state of the watch of one folder: where it is set up, and whether it is broken.
 struct Watch {
     reloader: Reloader,
+    /// The folder as it was named (a path that may lead elsewhere later).
+    dir: PathBuf,
     tx: mpsc::UnboundedSender<Result<(), String>>,
     watched: Option<(PathBuf, notify::RecommendedWatcher)>,
     failed: bool,
@@ -172,7 +182,7 @@ impl Watch {
             if changed {
                 // Wait for the burst to end.
                 while let Ok(Some(Ok(()))) = tokio::time::timeout(SETTLE, rx.recv()).await {}
-                let dir = self.reloader.dir.display();
+                let dir = self.dir.display();
                 tracing::info!(kb = %dir, "knowledge base changed; reloading");
                 self.reloader.reload_in_background().await;
             }
@@ -183,7 +193,7 @@ impl Watch {
     /// whether that may have changed what the folder holds (a watch moved, or
     /// restored after it broke).
     fn follow(&mut self) -> bool {
-        let target = std::fs::canonicalize(&self.reloader.dir).ok();
+        let target = std::fs::canonicalize(&self.dir).ok();
         if target.as_ref() == self.watched.as_ref().map(|(path, _)| path) {
             return false;
         }
@@ -202,7 +212,7 @@ impl Watch {
                 Err(err) => self.fail(&err.to_string()),
             },
             None if !self.failed => {
-                let dir = self.reloader.dir.display();
+                let dir = self.dir.display();
                 self.fail(&format!("{dir} cannot be read"));
             }
             None => {}
@@ -211,7 +221,7 @@ impl Watch {
     }
 
     fn fail(&mut self, message: &str) {
-        let dir = self.reloader.dir.display();
+        let dir = self.dir.display();
         tracing::warn!(kb = %dir, "watching the knowledge base failed: {message}");
         (self.reloader.state).set_watch(WatchState::Failed(message.to_string()));
         self.failed = true;
@@ -220,11 +230,13 @@ impl Watch {
 
 /// Stops watching when dropped.
 #[derive(Debug)]
-pub struct WatchHandle(tokio::task::JoinHandle<()>);
+pub struct WatchHandle(Vec<tokio::task::JoinHandle<()>>);
 
 impl Drop for WatchHandle {
     fn drop(&mut self) {
-        self.0.abort();
+        for task in &self.0 {
+            task.abort();
+        }
     }
 }
 

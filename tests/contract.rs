@@ -382,6 +382,7 @@ async fn one_answer_in_one_shape_from_the_command_line_the_api_and_mcp() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_errbook"))
         .args([
             "diagnose",
+            "--no-builtin",
             "--kb",
             kb.to_str().unwrap(),
             "--json",

@@ -1,12 +1,14 @@
 //! The knowledge base: entries loaded from Markdown files with YAML front matter,
 //! validated once into trusted [`Entry`] values. Knows nothing of search or HTTP.
 
+mod builtin;
 mod entry;
 mod front_matter;
 mod markdown;
 mod signatures;
 mod versions;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -50,10 +52,11 @@ impl fmt::Display for Problem {
 /// Why a knowledge base could not be loaded: every problem found, not just the first.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("cannot read knowledge base {}: {source}", path.display())]
+    /// A folder that could not be listed (the reason is in the message, not a source,
+    /// so that it is printed once).
+    #[error("cannot read the knowledge base folder {}: {source}", path.display())]
     Io {
         path: PathBuf,
-        #[source]
         source: std::io::Error,
     },
     #[error("{} problem(s) in the knowledge base:\n{}", problems.len(), ProblemList(problems))]
@@ -72,6 +75,88 @@ impl fmt::Display for ProblemList<'_> {
         }
         Ok(())
     }
+}
+
+/// Where a knowledge base's entries come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sources {
+    /// The entries shipped in the binary.
+    pub builtin: bool,
+    /// A team's folders, each read whole; their entries are added to the shipped ones.
+    pub folders: Vec<PathBuf>,
+}
+
+impl Sources {
+    /// Only these folders' entries.
+    pub fn folders(folders: Vec<PathBuf>) -> Sources {
+        Sources {
+            builtin: false,
+            folders,
+        }
+    }
+
+    /// What a log line or a problem calls these sources.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = self
+            .folders
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        if self.builtin {
+            parts.insert(0, "the built-in entries".to_string());
+        }
+        if parts.is_empty() {
+            return "no entries".to_string();
+        }
+        parts.join(" + ")
+    }
+}
+
+/// A loaded knowledge base, and the shipped entries a team's replaced.
+#[derive(Debug)]
+pub struct Loaded {
+    pub kb: Kb,
+    pub replaced: Vec<Replaced>,
+}
+
+/// A shipped entry that a team's entry of the same slug replaces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replaced {
+    pub slug: String,
+    /// The team's file that replaces it.
+    pub by: PathBuf,
+}
+
+impl fmt::Display for Replaced {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} replaces the built-in entry `{}`",
+            self.by.display(),
+            self.slug
+        )
+    }
+}
+
+/// Drops from `shipped` each entry whose slug one of `team` has, and says which.
+fn replace_shipped(shipped: &mut Vec<entry::Parsed>, team: &[entry::Parsed]) -> Vec<Replaced> {
+    let by_slug: HashMap<&str, &Path> = team
+        .iter()
+        .map(|p| (p.entry.slug.as_str(), p.entry.path.as_path()))
+        .collect();
+    let mut replaced = Vec::new();
+    shipped.retain(|p| match by_slug.get(p.entry.slug.as_str()) {
+        Some(by) => {
+            replaced.push(Replaced {
+                slug: p.entry.slug.clone(),
+                by: by.to_path_buf(),
+            });
+            false
+        }
+        None => true,
+    });
+    replaced.sort_by(|a, b| a.slug.cmp(&b.slug));
+    replaced
 }
 
 /// A validated knowledge base: entries sorted by slug, with lookups by slug and tag and
@@ -121,17 +206,21 @@ impl Parsed {
     }
 }
 
-/// Reads and parses `files`, on as many threads as there are cores: parsing
-/// (YAML, Markdown, sanitising) is most of loading.
-fn parse_all(dir: &Path, files: &[PathBuf]) -> Parsed {
+/// Reads (with `read`) and parses `files`, on as many threads as there are cores:
+/// parsing (YAML, Markdown, sanitising) is most of loading. `root` is the folder the
+/// files are under, `layer` tells folders apart in the fingerprint.
+fn parse_all<R>(root: &Path, layer: u8, files: &[PathBuf], read: R) -> Parsed
+where
+    R: Fn(&Path) -> std::io::Result<Cow<'static, str>> + Sync,
+{
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let chunk = files.len().div_ceil(threads).max(1);
     let parse_chunk = |paths: &[PathBuf]| {
         let mut parsed = Parsed::default();
         for path in paths {
-            match std::fs::read_to_string(path) {
+            match read(path) {
                 Ok(text) => {
-                    parsed.hashes.push(file_hash(dir, path, &text));
+                    parsed.hashes.push(file_hash(root, layer, path, &text));
                     match entry::parse(path, &text) {
                         Ok(entry) => parsed.entries.push(entry),
                         Err(mut found) => parsed.problems.append(&mut found),
@@ -149,7 +238,7 @@ fn parse_all(dir: &Path, files: &[PathBuf]) -> Parsed {
     std::thread::scope(|scope| {
         let workers: Vec<_> = files
             .chunks(chunk)
-            .map(|paths| scope.spawn(move || parse_chunk(paths)))
+            .map(|paths| scope.spawn(|| parse_chunk(paths)))
             .collect();
         let mut all = Parsed::default();
         all.entries.reserve(files.len());
@@ -164,10 +253,11 @@ fn parse_all(dir: &Path, files: &[PathBuf]) -> Parsed {
     })
 }
 
-/// A hash of a file's path under the kb folder and of its text.
-fn file_hash(dir: &Path, path: &Path, text: &str) -> u128 {
+/// A hash of a file's layer, its path under its folder, and its text.
+fn file_hash(dir: &Path, layer: u8, path: &Path, text: &str) -> u128 {
     let relative = path.strip_prefix(dir).unwrap_or(path);
     let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    hasher.update(&[layer]);
     hasher.update(relative.to_string_lossy().as_bytes());
     hasher.update(&[0]);
     hasher.update(text.as_bytes());
@@ -176,23 +266,34 @@ fn file_hash(dir: &Path, path: &Path, text: &str) -> u128 {
 
 impl Kb {
     /// Loads and validates every `*.md` file under `dir` (recursively; `README.md` is the
-    /// authors' guide and is skipped). Returns all problems found, sorted by file and line.
+    /// authors' guide and is skipped), and nothing else. Returns all problems found,
+    /// sorted by file and line.
     pub fn load(dir: &Path) -> Result<Kb, LoadError> {
-        let files = markdown_files(dir)?;
-        let mut parsed = parse_all(dir, &files);
-        let fingerprint = parsed.fingerprint();
+        Kb::load_from(&Sources::folders(vec![dir.to_path_buf()])).map(|loaded| loaded.kb)
+    }
+
+    /// The shipped entries, or those of `sources`: a team's folders on top of the
+    /// shipped entries, where an entry with a shipped entry's slug replaces it.
+    pub fn load_from(sources: &Sources) -> Result<Loaded, LoadError> {
+        let mut shipped = Parsed::default();
+        if sources.builtin {
+            let root = Path::new(builtin::ROOT);
+            shipped = parse_all(root, 0, &builtin::files(), builtin::read);
+        }
+        let mut team = Parsed::default();
+        for (layer, dir) in (1..).zip(&sources.folders) {
+            let files = markdown_files(dir)?;
+            let read = |path: &Path| std::fs::read_to_string(path).map(Cow::Owned);
+            team.append(parse_all(dir, layer, &files, read));
+        }
+        let replaced = replace_shipped(&mut shipped.entries, &team.entries);
+        shipped.append(team);
+        let fingerprint = shipped.fingerprint();
         let Parsed {
             mut entries,
             mut problems,
             ..
-        } = parsed;
-        if entries.is_empty() && problems.is_empty() {
-            problems.push(Problem::new(
-                dir,
-                None,
-                "no entries found (expected *.md files)",
-            ));
-        }
+        } = shipped;
         entries.sort_by(|a, b| a.entry.slug.cmp(&b.entry.slug));
         problems.extend(cross_check(&entries));
         if !problems.is_empty() {
@@ -201,7 +302,7 @@ impl Kb {
         }
         let mut kb = Kb::assemble(entries.into_iter().map(|p| p.entry).collect());
         kb.fingerprint = Some(fingerprint);
-        Ok(kb)
+        Ok(Loaded { kb, replaced })
     }
 
     /// A hash of the files the entries were read from: equal for two loads of the

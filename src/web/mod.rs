@@ -34,6 +34,19 @@ use crate::search::SearchIndex;
 
 pub use error::AppError;
 
+/// `base` as a base for absolute links (`http(s)://host[/path]`, no trailing slash).
+pub fn public_base(base: &str) -> Result<&str, String> {
+    let base = base.trim().trim_end_matches('/');
+    let rest = base
+        .strip_prefix("https://")
+        .or_else(|| base.strip_prefix("http://"))
+        .ok_or_else(|| format!("public URL `{base}` must start with http:// or https://"))?;
+    if rest.is_empty() || rest.contains(|c: char| c.is_whitespace() || c == '?' || c == '#') {
+        return Err(format!("public URL `{base}` is not a base URL"));
+    }
+    Ok(base)
+}
+
 /// Largest request body accepted (a paste of a long log fits).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
@@ -206,15 +219,7 @@ impl AppState {
 
     /// The same state, with URLs made absolute against `base` (`http(s)://host[/path]`).
     pub fn with_public_url(mut self, base: &str) -> Result<Self, String> {
-        let base = base.trim().trim_end_matches('/');
-        let rest = base
-            .strip_prefix("https://")
-            .or_else(|| base.strip_prefix("http://"))
-            .ok_or_else(|| format!("public URL `{base}` must start with http:// or https://"))?;
-        if rest.is_empty() || rest.contains(|c: char| c.is_whitespace() || c == '?' || c == '#') {
-            return Err(format!("public URL `{base}` is not a base URL"));
-        }
-        self.public_url = Some(base.into());
+        self.public_url = Some(public_base(base)?.into());
         Ok(self)
     }
 

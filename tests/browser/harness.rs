@@ -640,22 +640,16 @@ impl Shared {
     }
 }
 
-/// Starts `errbook serve` on the shipped knowledge base and a free port.
+/// Starts `errbook serve` on its built-in entries (the shipped `kb/`) and a free port.
 fn start_server() -> (Supervised, String) {
-    let kb = Path::new(env!("CARGO_MANIFEST_DIR")).join("kb");
     let mut server = Supervised::spawn(
         Path::new(env!("CARGO_BIN_EXE_errbook")),
-        &[
-            "serve".into(),
-            "--kb".into(),
-            kb.display().to_string(),
-            "--addr".into(),
-            "127.0.0.1:0".into(),
-        ],
+        &["serve".into(), "--addr".into(), "127.0.0.1:0".into()],
         |cmd| {
             cmd.env("RUST_LOG", "errbook=info")
                 .env("NO_COLOR", "1")
                 .env_remove("ERRBOOK_KB")
+                .env_remove("ERRBOOK_NO_BUILTIN")
                 .env_remove("ERRBOOK_ADDR")
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());

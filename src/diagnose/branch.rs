@@ -4,9 +4,8 @@
 use memchr::memmem;
 
 use super::triage::Triage;
-use regex::Regex;
 
-use crate::kb::{Entry, Kb, SignatureKind};
+use crate::kb::{Entry, Kb, Matcher, SignatureKind};
 
 /// The branch a paste selects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,14 +113,12 @@ pub fn choose(
 
 /// Where `re` first matches `text`, with each named group it captured added to
 /// `values` (the first value of a name wins).
-fn capture(re: &Regex, text: &str, values: &mut Vec<(String, String)>) -> Option<usize> {
-    let caps = re.captures(text)?;
-    for name in re.capture_names().flatten() {
-        if let Some(m) = caps.name(name)
-            && !values.iter().any(|(n, _)| n == name)
-        {
-            values.push((name.to_string(), m.as_str().to_string()));
+fn capture(re: &Matcher, text: &str, values: &mut Vec<(String, String)>) -> Option<usize> {
+    let found = re.captures(text)?;
+    for (name, value) in found.groups {
+        if !values.iter().any(|(n, _)| *n == name) {
+            values.push((name, value));
         }
     }
-    caps.get(0).map(|m| m.start())
+    Some(found.start)
 }

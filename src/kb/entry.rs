@@ -3,12 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use regex::Regex;
 use serde_saphyr::Spanned;
 
 use super::Problem;
 use super::front_matter::{self, FrontMatter, SignatureSpec, VersionSpec};
 use super::markdown;
+use super::matcher::Matcher;
 use super::versions::Affected;
 
 /// A validated entry. Past `Kb::load`, every field can be trusted: the slug matches the
@@ -191,7 +191,9 @@ pub enum SignatureKind {
 #[derive(Clone)]
 pub struct LazyRegex {
     source: Arc<str>,
-    compiled: Arc<OnceLock<Result<Regex, String>>>,
+    /// Its named groups, read from the syntax (a branch's fix may name them).
+    names: Arc<[String]>,
+    compiled: Arc<OnceLock<Result<Matcher, String>>>,
 }
 
 impl LazyRegex {
@@ -208,8 +210,11 @@ impl LazyRegex {
                 "signature regex `{source}` matches the empty string"
             ));
         }
+        let mut names = Vec::new();
+        group_names(&hir, &mut names);
         Ok(LazyRegex {
             source: source.into(),
+            names: names.into(),
             compiled: Arc::new(OnceLock::new()),
         })
     }
@@ -218,12 +223,17 @@ impl LazyRegex {
         &self.source
     }
 
+    /// The names of its groups, in order.
+    pub fn group_names(&self) -> &[String] {
+        &self.names
+    }
+
     /// The compiled program, or why it cannot be built (a pattern past the regex
     /// crate's size limits parses but does not compile).
-    pub fn compiled(&self) -> Result<&Regex, &str> {
+    pub fn compiled(&self) -> Result<&Matcher, &str> {
         self.compiled
             .get_or_init(|| {
-                Regex::new(&self.source).map_err(|err| {
+                Matcher::new(&self.source).map_err(|err| {
                     format!(
                         "signature regex `{}` does not compile: {}",
                         self.source,
@@ -233,6 +243,26 @@ impl LazyRegex {
             })
             .as_ref()
             .map_err(String::as_str)
+    }
+}
+
+/// The names of the groups in `hir`, in order.
+fn group_names(hir: &regex_syntax::hir::Hir, names: &mut Vec<String>) {
+    use regex_syntax::hir::HirKind;
+    match hir.kind() {
+        HirKind::Capture(capture) => {
+            if let Some(name) = &capture.name {
+                names.push(name.to_string());
+            }
+            group_names(&capture.sub, names);
+        }
+        HirKind::Repetition(repetition) => group_names(&repetition.sub, names),
+        HirKind::Concat(subs) | HirKind::Alternation(subs) => {
+            for sub in subs {
+                group_names(sub, names);
+            }
+        }
+        HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => {}
     }
 }
 
@@ -576,9 +606,7 @@ impl Validator<'_> {
                 }
                 SignatureSpec::Pattern(p) => match LazyRegex::new(&p.regex) {
                     Ok(r) => {
-                        if let Ok(re) = r.compiled() {
-                            groups.extend(re.capture_names().flatten().map(str::to_string));
-                        }
+                        groups.extend(r.group_names().iter().cloned());
                         when.push(SignatureKind::Regex(r));
                     }
                     Err(message) => self.report(spec, format!("branch `{id}`: {message}")),
@@ -589,10 +617,7 @@ impl Validator<'_> {
         for source in &b.values {
             match LazyRegex::new(source) {
                 Ok(r) => {
-                    match r.compiled() {
-                        Ok(re) => groups.extend(re.capture_names().flatten().map(str::to_string)),
-                        Err(message) => self.report(spec, format!("branch `{id}`: {message}")),
-                    }
+                    groups.extend(r.group_names().iter().cloned());
                     values.push(r);
                 }
                 Err(message) => self.report(spec, format!("branch `{id}`: {message}")),

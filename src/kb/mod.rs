@@ -5,6 +5,7 @@ mod builtin;
 mod entry;
 mod front_matter;
 mod markdown;
+mod matcher;
 mod signatures;
 mod versions;
 
@@ -18,6 +19,7 @@ use rustc_hash::FxHashMap;
 
 pub use entry::{BRANCH_FACTS, Branch, Entry, ExitSpec, LazyRegex, Signature, SignatureKind};
 pub use markdown::render_markdown;
+pub use matcher::{Found, Matcher};
 pub use signatures::{SignatureMatch, SignatureSet};
 pub use versions::Affected;
 

@@ -9,7 +9,6 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
-use regex::Regex;
 use regex_syntax::hir::literal::{ExtractKind, Extractor, Seq};
 use regex_syntax::hir::{Class, Hir, HirKind};
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
@@ -30,7 +29,7 @@ const MAX_LINE_SEARCHES: usize = 256;
 /// hash instead of comparing each (see `RunLookup`).
 const MANY_NEEDLES: usize = 16;
 
-use super::{Entry, LazyRegex, SignatureKind};
+use super::{Entry, LazyRegex, Matcher, SignatureKind};
 
 /// Which signature fired, and where in the text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -460,7 +459,7 @@ impl SignatureSet {
             };
             let m = match hits {
                 Some(lines) => find_on_lines(regex, text, lines),
-                None => regex.find(text).map(|m| (m.start(), m.end())),
+                None => regex.find(text),
             };
             if let Some((start, end)) = m {
                 found.push(SignatureMatch {
@@ -482,7 +481,7 @@ impl SignatureSet {
 /// literals, so lies on such a line. Each line is searched with the text before it as
 /// context and its line break after it, so anchors and word boundaries behave as they
 /// do on the whole text.
-fn find_on_lines(regex: &Regex, text: &str, hits: &mut [usize]) -> Option<(usize, usize)> {
+fn find_on_lines(regex: &Matcher, text: &str, hits: &mut [usize]) -> Option<(usize, usize)> {
     hits.sort_unstable();
     let bytes = text.as_bytes();
     let mut searched_to = 0;
@@ -501,7 +500,7 @@ fn find_on_lines(regex: &Regex, text: &str, hits: &mut [usize]) -> Option<(usize
             .position(|&b| b == b'\n')
             .map_or(text.len(), |i| hit + i + 1);
         if let Some(m) = regex.find_at(&text[..end], start) {
-            return Some((m.start(), m.end()));
+            return Some(m);
         }
         searched_to = end;
     }

@@ -234,7 +234,8 @@ fn flag_on(flags: &ast::Flags, flag: ast::Flag) -> bool {
     found
 }
 
-/// `item` as a gap when it is `.{m,n}` or `[^\n]{m,n}` (lazy or not) with `n` past
+/// `item` as a gap when it is `.{m,n}`, `[\s\S]{m,n}` or `[^\n]{m,n}` (lazy or not) with
+/// `n` past
 /// [`LONGEST_INLINE_GAP`].
 fn long_gap(item: &Ast, dot_all: bool) -> Option<Gap> {
     let Ast::Repetition(rep) = item else {
@@ -250,6 +251,18 @@ fn long_gap(item: &Ast, dot_all: bool) -> Option<Gap> {
         Ast::Dot(_) => dot_all,
         Ast::ClassBracketed(class) if class.negated => match &class.kind {
             ast::ClassSet::Item(ClassSetItem::Literal(lit)) if lit.c == '\n' => false,
+            _ => return None,
+        },
+        // `[\s\S]`, `[\w\W]`, `[\d\D]`: any character.
+        Ast::ClassBracketed(class) => match &class.kind {
+            ast::ClassSet::Item(ClassSetItem::Union(union)) => match union.items.as_slice() {
+                [ClassSetItem::Perl(a), ClassSetItem::Perl(b)]
+                    if a.kind == b.kind && a.negated != b.negated =>
+                {
+                    true
+                }
+                _ => return None,
+            },
             _ => return None,
         },
         _ => return None,
@@ -283,7 +296,12 @@ mod tests {
                 r"(?is)\b(SYS|NODE)\b"
             ]
         );
+        assert_eq!(
+            parts(r"Failed to open libibverbs\.so[\s\S]{0,2000}?NET/Socket"),
+            vec![r"Failed to open libibverbs\.so", r"NET/Socket"]
+        );
         assert!(parts(r"(?s)a.{0,99}b").is_empty());
+        assert!(parts(r"a[\s\d]{0,500}b").is_empty(), "not every character");
         assert!(
             parts(r"a|b.{0,500}c").is_empty(),
             "an alternation at the top"
@@ -307,6 +325,8 @@ mod tests {
             r"(?s)start[^\n]{0,120}end",
             r"(?s)\bstart\b.{0,110}\bend\b.{0,100}fin",
             r"(?s)start.{5,120}end",
+            r"start[\s\S]{0,120}?end",
+            r"start[\d\D]{0,120}end",
         ];
         let texts = [
             format!("start{}end", "x".repeat(120)),

@@ -13,6 +13,7 @@ RUN cargo build --release --locked --bin errbook
 
 # Runtime stage: the binary, nothing else.
 FROM debian:bookworm-slim
+# A numeric USER lets Kubernetes check runAsNonRoot.
 RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin errbook
 WORKDIR /app
 COPY --from=build /src/target/release/errbook /usr/local/bin/errbook
@@ -21,7 +22,7 @@ ENV ERRBOOK_INDEX_CACHE=/var/cache/errbook
 # container starts by opening them. The cache stays the server's to write: a team's
 # folder (`ERRBOOK_KB`, mounted) gets its own indexes there.
 RUN errbook check && chown -R errbook /var/cache/errbook
-USER errbook
+USER 10001
 EXPOSE 8080
 # No curl in the image: bash asks /healthz itself.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \

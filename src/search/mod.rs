@@ -149,6 +149,41 @@ impl CacheBudget {
     }
 }
 
+/// How often a cache answered from memory (`hits`) and how often the work was done
+/// (`misses`), since it was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl std::ops::Add for CacheStats {
+    type Output = CacheStats;
+
+    fn add(self, other: CacheStats) -> CacheStats {
+        CacheStats {
+            hits: self.hits + other.hits,
+            misses: self.misses + other.misses,
+        }
+    }
+}
+
+impl<K, V, W, H, L> From<&quick_cache::sync::Cache<K, V, W, H, L>> for CacheStats
+where
+    K: Eq + std::hash::Hash,
+    V: Clone,
+    W: quick_cache::Weighter<K, V> + Clone,
+    H: std::hash::BuildHasher + Clone,
+    L: quick_cache::Lifecycle<K, V> + Clone,
+{
+    fn from(cache: &quick_cache::sync::Cache<K, V, W, H, L>) -> CacheStats {
+        CacheStats {
+            hits: cache.hits(),
+            misses: cache.misses(),
+        }
+    }
+}
+
 /// Recent searches, weighed in bytes.
 type SearchCache = quick_cache::sync::Cache<SearchQuery, Arc<Vec<Hit>>, SearchWeight>;
 
@@ -304,6 +339,21 @@ impl SearchIndex {
     /// all its work, as a query nobody asked before would.
     pub fn forget_answers(&self) {
         self.answers.clear();
+    }
+
+    /// The main index's cache of term impacts.
+    pub fn term_cache_stats(&self) -> CacheStats {
+        self.scorer.cache_stats()
+    }
+
+    /// The two passage indexes' caches of term impacts, together.
+    pub fn passage_cache_stats(&self) -> CacheStats {
+        self.describing.cache_stats() + self.quoting.cache_stats()
+    }
+
+    /// The cache of recent search answers.
+    pub fn search_cache_stats(&self) -> CacheStats {
+        CacheStats::from(&self.answers)
     }
 
     /// Forgets the cached answers and term scores; later queries read the index again. Results do

@@ -26,9 +26,9 @@ use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::tokenizer::Token;
 use tantivy::{DocSet, Index, Searcher, SegmentReader, TERMINATED, Term};
 
-use super::SearchError;
 use super::analysis;
 use super::schema::{FieldKind, PartFields};
+use super::{CacheStats, SearchError};
 
 /// Only the first this-many words of a query are used: enough for a question or the
 /// error messages of a log, and it bounds the cost of a query built from a paste.
@@ -594,6 +594,11 @@ impl Scorer {
     /// Forgets every cached impact (the next queries read the postings again).
     pub fn clear_cache(&self) {
         self.cache.clear();
+    }
+
+    /// How often the cache of impacts answered, and how often the postings were read.
+    pub fn cache_stats(&self) -> CacheStats {
+        CacheStats::from(&self.cache)
     }
 
     /// Reads the term's postings in every part: per document, the best part's boosted

@@ -663,6 +663,7 @@ fn diagnose(state: &AppState, args: Value) -> Result<Value, ToolError> {
     let request = Request::text(args.text, args.limit)
         .map_err(|err| ToolError::Invalid(format!("{err}. {DIAGNOSE_USAGE}")))?;
     let d = served.diagnoser.answer(&request)?;
+    state.metrics.diagnosed(&d);
     let answers = state.answers(&served);
     fit(|clip| {
         let mut answer = answers.diagnosis(&d);

@@ -222,7 +222,8 @@ fn search(
     };
     let index = kb_arg.index(kb)?;
     let asked = SearchQuery::new(query, tag, limit);
-    let hits = index.search(&asked)?;
+    let found = index.search(&asked)?;
+    let hits = &found.hits;
     if json {
         let kb = index.kb();
         let texts = EntryTexts::new(kb);
@@ -231,7 +232,7 @@ fn search(
             texts: &texts,
             base: "",
         };
-        let response = answers.search(asked.text, asked.tag, &hits);
+        let response = answers.search(asked, &found);
         println!("{}", serde_json::to_string_pretty(&response)?);
     } else if hits.is_empty() {
         println!("no entry matches {query:?}");

@@ -544,10 +544,9 @@ fn search(state: &AppState, args: Value) -> Result<Value, ToolError> {
             known_tags(state)
         )));
     }
-    let hits = served.index.search(&query)?;
+    let found = served.index.search(&query)?;
     fit(|clip| SearchOutput {
-        results: hits
-            .iter()
+        results: (found.hits.iter())
             .filter_map(|hit| {
                 let entry = kb.get(&hit.slug)?;
                 Some(SearchResult {

@@ -61,7 +61,7 @@ fn search(bencher: divan::Bencher, query: &str) {
     let query = SearchQuery::new(query, None, 10);
     bencher.bench(|| {
         INDEX.forget_answers();
-        INDEX.search(&query).unwrap().len()
+        INDEX.search(&query).unwrap().hits.len()
     });
 }
 
@@ -71,6 +71,7 @@ fn search_repeated(query: &str) -> usize {
     INDEX
         .search(&SearchQuery::new(query, None, 10))
         .unwrap()
+        .hits
         .len()
 }
 

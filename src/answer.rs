@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 
 use crate::diagnose;
 use crate::kb::{Branch, Entry, Kb};
-use crate::search::Hit;
+use crate::search::{Found, Hit, SearchQuery};
 
 /// An entry's texts that every search hit and diagnosis match repeats, escaped as JSON
 /// once per knowledge base rather than once per answer.
@@ -103,17 +103,14 @@ impl<'a> Answers<'a> {
         })
     }
 
-    /// The answer to a search.
-    pub fn search(
-        &self,
-        query: String,
-        tag: Option<String>,
-        hits: &'a [Hit],
-    ) -> SearchResponse<'a> {
+    /// The answer to a search: `found` for `query`.
+    pub fn search(&self, query: SearchQuery, found: &'a Found) -> SearchResponse<'a> {
         SearchResponse {
-            query,
-            tag,
-            hits: hits.iter().filter_map(|h| self.hit(h)).collect(),
+            query: query.text,
+            tag: query.tag,
+            total: found.total,
+            offset: query.offset,
+            hits: found.hits.iter().filter_map(|h| self.hit(h)).collect(),
         }
     }
 
@@ -164,6 +161,11 @@ pub struct SearchResponse<'a> {
     /// The query as searched (trimmed).
     pub query: String,
     pub tag: Option<String>,
+    /// Entries the query finds in all; `hits` are those from `offset` on, at most
+    /// `limit` of them. Ask for `offset` + `limit` next to page through the rest.
+    pub total: usize,
+    /// Hits skipped before the first of `hits` (0-based), as asked.
+    pub offset: usize,
     pub hits: Vec<SearchHit<'a>>,
 }
 

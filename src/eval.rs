@@ -157,6 +157,7 @@ pub fn run(kb: Kb, dir: &Path, verbose: bool) -> anyhow::Result<ExitCode> {
         let rejected = d.verdict == Verdict::NoMatch;
         let plain: Vec<String> = index
             .search(&SearchQuery::new(&paste, None, 5))?
+            .hits
             .iter()
             .map(|h| h.slug.clone())
             .collect();

@@ -323,7 +323,8 @@ fn search(
     };
     let index = kb_arg.index(kb)?;
     let asked = SearchQuery::new(query, tag, limit);
-    let hits = index.search(&asked)?;
+    let found = index.search(&asked)?;
+    let hits = &found.hits;
     if json {
         let kb = index.kb();
         let texts = EntryTexts::new(kb);
@@ -332,7 +333,7 @@ fn search(
             texts: &texts,
             base,
         };
-        let response = answers.search(asked.text, asked.tag, &hits);
+        let response = answers.search(asked, &found);
         say!("{}", serde_json::to_string_pretty(&response)?);
     } else if hits.is_empty() {
         say!("no entry matches {query:?}");
@@ -401,7 +402,7 @@ fn show(kb_arg: &KbArg, slug: &str, chinese: bool, links: &LinkArg) -> anyhow::R
     let Some(e) = kb.get(slug) else {
         let index = kb_arg.index(kb)?;
         let near = index.search(&SearchQuery::new(&slug.replace('-', " "), None, 3))?;
-        let names: Vec<&str> = near.iter().map(|h| h.slug.as_str()).collect();
+        let names: Vec<&str> = near.hits.iter().map(|h| h.slug.as_str()).collect();
         if names.is_empty() {
             anyhow::bail!("no entry `{slug}` (`errbook search WORDS` finds one)");
         }

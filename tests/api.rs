@@ -63,6 +63,86 @@ async fn search_limit_is_respected_and_validated() {
 }
 
 #[tokio::test]
+async fn search_pages_through_every_hit_with_offset_and_total() {
+    let slugs = |reply: &common::Reply| -> Vec<String> {
+        (reply.json()["hits"].as_array().unwrap().iter())
+            .map(|h| h["slug"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let all = get("/api/v1/search?q=rank%20GPU&limit=100").await;
+    assert_eq!(all.status, StatusCode::OK);
+    let everything = slugs(&all);
+    let total = all.json()["total"].as_u64().unwrap() as usize;
+    assert_eq!(total, everything.len());
+    assert!(
+        total >= 3,
+        "the query finds several entries: {everything:?}"
+    );
+    assert_eq!(all.json()["offset"], 0);
+
+    // Two at a time, the pages add up to the whole ranking, each saying the same total.
+    let mut paged = Vec::new();
+    for offset in (0..total + 2).step_by(2) {
+        let page = get(&format!(
+            "/api/v1/search?q=rank%20GPU&limit=2&offset={offset}"
+        ))
+        .await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+        assert_eq!(page.json()["total"], total, "offset {offset}");
+        assert_eq!(page.json()["offset"], offset);
+        let hits = slugs(&page);
+        assert_eq!(
+            hits.len(),
+            total.saturating_sub(offset).min(2),
+            "offset {offset}"
+        );
+        paged.extend(hits);
+    }
+    assert_eq!(paged, everything);
+
+    // A tag narrows the total too; a blank offset is the default.
+    let tagged = get("/api/v1/search?q=rank%20GPU&tag=memory&offset=").await;
+    assert_eq!(tagged.status, StatusCode::OK);
+    let tagged_total = tagged.json()["total"].as_u64().unwrap() as usize;
+    assert!(tagged_total >= 1 && tagged_total < total, "{}", tagged.body);
+    assert_eq!(slugs(&tagged).len(), tagged_total.min(10));
+
+    for bad in ["-1", "abc", "1.5", "4294967296", "99999999999999999999999"] {
+        let reply = get(&format!("/api/v1/search?q=GPU&offset={bad}")).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "offset={bad}"
+        );
+        assert_eq!(reply.content_type(), "application/problem+json");
+        let detail = reply.json()["detail"].as_str().unwrap().to_string();
+        assert!(
+            detail.contains("`offset`") && detail.contains(bad),
+            "{detail}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_openapi_document_describes_search_paging() {
+    let doc = get("/api/v1/openapi.json").await.json();
+    let search = &doc["paths"]["/api/v1/search"]["get"];
+    let offset = (search["parameters"].as_array().unwrap().iter())
+        .find(|p| p["name"] == "offset")
+        .unwrap_or_else(|| panic!("no offset parameter: {search}"));
+    assert_eq!(offset["in"], "query");
+    assert_eq!(offset["schema"]["minimum"], 0);
+    let response = &doc["components"]["schemas"]["SearchResponse"];
+    for field in ["total", "offset"] {
+        assert!(
+            (response["required"].as_array().unwrap()).contains(&field.into()),
+            "{response}"
+        );
+        assert_eq!(response["properties"][field]["type"], "integer");
+    }
+}
+
+#[tokio::test]
 async fn search_without_query_or_tag_is_422() {
     let reply = get("/api/v1/search").await;
     assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);

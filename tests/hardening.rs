@@ -525,6 +525,7 @@ async fn every_response_carries_the_security_headers() {
         "/entries/nope",
         "/api/v1/search?q=nccl",
         "/healthz",
+        "/metrics",
         "/static/app.js",
         "/llms.txt",
     ] {
@@ -616,6 +617,7 @@ async fn each_route_allows_only_its_methods() {
         ("/tags/nccl", &[Method::POST], "GET"),
         ("/static/app.js", &[Method::POST, Method::PUT], "GET"),
         ("/healthz", &[Method::POST], "GET"),
+        ("/metrics", &[Method::POST], "GET"),
         ("/lang/en", &[Method::POST], "GET"),
         ("/llms.txt", &[Method::DELETE], "GET"),
         ("/mcp", &[Method::GET, Method::PUT, Method::DELETE], "POST"),

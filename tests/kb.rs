@@ -151,6 +151,7 @@ fn first_hits(q: &str, n: usize) -> Vec<String> {
     index()
         .search(&SearchQuery::new(q, None, n))
         .unwrap()
+        .hits
         .iter()
         .map(|h| h.slug.clone())
         .collect()

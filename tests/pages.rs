@@ -476,3 +476,146 @@ async fn a_small_knowledge_base_is_one_page_without_a_pager() {
     assert_eq!(page.status, StatusCode::OK);
     assert!(!page.body.contains("class=\"pager\""));
 }
+
+/// The app over the shipped knowledge base, whose searches run to several pages (the
+/// index is built once per test binary).
+fn shipped_app() -> axum::Router {
+    static STATE: std::sync::OnceLock<errbook::AppState> = std::sync::OnceLock::new();
+    let state = STATE.get_or_init(|| {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kb");
+        let kb = errbook::kb::Kb::load(&dir).expect("kb/ loads");
+        let index = errbook::search::SearchIndex::build(std::sync::Arc::new(kb)).unwrap();
+        errbook::AppState::new(index)
+    });
+    errbook::app(state.clone())
+}
+
+/// The entries a search page lists, in order.
+fn result_slugs(body: &str) -> Vec<String> {
+    body.split("<h2><a href=\"/entries/")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn search_pages_show_the_true_total_and_page_through_every_result() {
+    let app = shipped_app();
+    let (status, api) = get_from(&app, "/api/v1/search?q=nccl&limit=100").await;
+    assert_eq!(status, StatusCode::OK);
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    let total = api["total"].as_u64().unwrap() as usize;
+    let ranked: Vec<String> = (api["hits"].as_array().unwrap().iter())
+        .map(|h| h["slug"].as_str().unwrap().to_string())
+        .collect();
+    assert!(total > 40 && total <= 100, "nccl finds {total}");
+    assert_eq!(ranked.len(), total);
+
+    let (status, first) = get_from(&app, "/search?q=nccl").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(first.contains(&format!("{total} results")), "{first}");
+    assert!(first.contains(&format!("Results 1–20 of {total}")));
+    assert!(first.contains(r#"rel="next" href="/search?q=nccl&#38;page=2""#));
+    assert!(!first.contains(r#"rel="prev""#));
+    let first_slugs = result_slugs(&first);
+    assert_eq!(first_slugs, ranked[..20]);
+
+    let (status, second) = get_from(&app, "/search?q=nccl&page=2").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(second.contains(&format!("{total} results")));
+    assert!(second.contains(&format!("Results 21–40 of {total}")));
+    assert!(second.contains(r#"<ol class="results" start="21">"#));
+    assert!(second.contains(r#"rel="prev" href="/search?q=nccl""#));
+    assert!(second.contains(r#"rel="next" href="/search?q=nccl&#38;page=3""#));
+    let second_slugs = result_slugs(&second);
+    assert_eq!(second_slugs, ranked[20..40]);
+    assert!(second_slugs.iter().all(|s| !first_slugs.contains(s)));
+
+    // The last page holds the rest and leads nowhere further; past it there is none.
+    let pages = total.div_ceil(20);
+    let (status, last) = get_from(&app, &format!("/search?q=nccl&page={pages}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(result_slugs(&last), ranked[(pages - 1) * 20..]);
+    assert!(last.contains(&format!(
+        "Results {}–{total} of {total}",
+        (pages - 1) * 20 + 1
+    )));
+    assert!(!last.contains(r#"rel="next""#));
+    let mut seen: Vec<String> = Vec::new();
+    for page in 1..=pages {
+        let (_, body) = get_from(&app, &format!("/search?q=nccl&page={page}")).await;
+        seen.extend(result_slugs(&body));
+    }
+    assert_eq!(seen, ranked, "every result once, in the API's order");
+
+    for (uri, status, says) in [
+        (
+            format!("/search?q=nccl&page={}", pages + 1),
+            StatusCode::NOT_FOUND,
+            "no page",
+        ),
+        (
+            "/search?q=nccl&page=0".into(),
+            StatusCode::BAD_REQUEST,
+            "page number",
+        ),
+        (
+            "/search?q=nccl&page=two".into(),
+            StatusCode::BAD_REQUEST,
+            "page number",
+        ),
+        (
+            "/search?q=nccl&page=99999999999999999999".into(),
+            StatusCode::BAD_REQUEST,
+            "page number",
+        ),
+        (
+            "/search?q=nccl&page=9999999999999999".into(),
+            StatusCode::NOT_FOUND,
+            "no page",
+        ),
+    ] {
+        let (got, body) = get_from(&app, &uri).await;
+        assert_eq!(got, status, "{uri}");
+        assert!(body.contains(says), "{uri}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn search_pages_keep_the_tag_and_speak_chinese() {
+    let app = shipped_app();
+    let (_, api) = get_from(&app, "/api/v1/search?q=nccl&tag=nccl&limit=1").await;
+    let total = serde_json::from_str::<serde_json::Value>(&api).unwrap()["total"]
+        .as_u64()
+        .unwrap() as usize;
+    assert!(total > 20, "nccl tagged nccl finds {total}");
+    use tower::ServiceExt;
+    let response = app
+        .oneshot(
+            Request::get("/search?q=nccl&tag=nccl&page=2")
+                .header(header::ACCEPT_LANGUAGE, "zh-CN")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let page = common::reply_of(response).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains(&format!("{total} 个结果")),
+        "{}",
+        page.body
+    );
+    let last = 40.min(total);
+    assert!(
+        page.body
+            .contains(&format!("第 21–{last} 个结果，共 {total} 个"))
+    );
+    assert!(page.body.contains("← 上一页"));
+    assert!(
+        page.body
+            .contains(r#"rel="prev" href="/search?q=nccl&#38;tag=nccl""#),
+        "{}",
+        page.body
+    );
+}

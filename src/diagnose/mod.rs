@@ -15,7 +15,7 @@ mod versions;
 use std::sync::Arc;
 
 use crate::kb::Problem;
-use crate::search::{CacheBudget, SearchError, SearchIndex};
+use crate::search::{CacheBudget, CacheStats, SearchError, SearchIndex};
 
 pub use branch::ChosenBranch;
 pub use normalize::{normalize, query_words};
@@ -118,6 +118,11 @@ impl Diagnoser {
 
     pub fn index(&self) -> &SearchIndex {
         &self.index
+    }
+
+    /// The cache of recent answers.
+    pub fn cache_stats(&self) -> CacheStats {
+        CacheStats::from(&self.answers)
     }
 
     /// Answers a request: pasted text from the cache of recent answers or anew, a log

@@ -520,11 +520,8 @@ pub(super) fn diagnose(
     let verdict = policy::verdict(matches.first().map(|m| m.confidence));
     let closest = if matches.is_empty() {
         // Shown to the reader, so with snippets this time.
-        std::sync::Arc::unwrap_or_clone(index.search(&SearchQuery::new(
-            &signals.query.text,
-            None,
-            limit,
-        ))?)
+        let found = index.search(&SearchQuery::new(&signals.query.text, None, limit))?;
+        std::sync::Arc::unwrap_or_clone(found).hits
     } else {
         Vec::new()
     };

@@ -26,12 +26,10 @@ impl SearchIndex {
     /// lists (see `Scoring::Champions`): the same as `search`'s up to `CHAMPIONS`
     /// entries, and a long paste's many common words cost little in a larger kb.
     pub fn rank(&self, text: &Analysed, limit: usize) -> Result<Vec<(usize, f32)>, SearchError> {
-        self.ranked(
-            self.scorer.plan(text)?.as_ref(),
-            None,
-            limit,
-            Scoring::Champions,
-        )
+        let plan = self.scorer.plan(text)?;
+        Ok(self
+            .ranked(plan.as_ref(), None, limit, Scoring::Champions, false)?
+            .0)
     }
 
     /// `text` analysed once, for `rank`, `match_phrases`, `query_terms` and `explains`.

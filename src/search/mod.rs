@@ -53,10 +53,14 @@ pub struct SearchQuery {
     pub text: String,
     pub tag: Option<String>,
     pub limit: usize,
+    /// Hits skipped before the first one returned: `limit` hits from the `offset`-th on
+    /// (0-based) are one page of the whole ranking.
+    pub offset: usize,
 }
 
 impl SearchQuery {
-    /// Trims the text, drops an empty tag and clamps the limit into `1..=MAX_LIMIT`.
+    /// Trims the text, drops an empty tag and clamps the limit into `1..=MAX_LIMIT`;
+    /// the first hits (see [`SearchQuery::from`] for later ones).
     pub fn new(text: &str, tag: Option<&str>, limit: usize) -> SearchQuery {
         SearchQuery {
             text: text.trim().to_string(),
@@ -64,8 +68,23 @@ impl SearchQuery {
                 .map(|t| t.trim().to_lowercase())
                 .filter(|t| !t.is_empty()),
             limit: limit.clamp(1, MAX_LIMIT),
+            offset: 0,
         }
     }
+
+    /// The same query's hits from the `offset`-th on (0-based).
+    pub fn from(self, offset: usize) -> SearchQuery {
+        SearchQuery { offset, ..self }
+    }
+}
+
+/// The answer to a search: one page of hits, and how many there are in all.
+#[derive(Debug, Clone, Default)]
+pub struct Found {
+    /// Up to `limit` hits, from the query's `offset` on, best first.
+    pub hits: Vec<Hit>,
+    /// Entries the query finds in all (with its tag, if any).
+    pub total: usize,
 }
 
 /// One search result: which entry, how well it matched, and a highlighted excerpt.
@@ -149,20 +168,60 @@ impl CacheBudget {
     }
 }
 
+/// How often a cache answered from memory (`hits`) and how often the work was done
+/// (`misses`), since it was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl std::ops::Add for CacheStats {
+    type Output = CacheStats;
+
+    fn add(self, other: CacheStats) -> CacheStats {
+        CacheStats {
+            hits: self.hits + other.hits,
+            misses: self.misses + other.misses,
+        }
+    }
+}
+
+impl<K, V, W, H, L> From<&quick_cache::sync::Cache<K, V, W, H, L>> for CacheStats
+where
+    K: Eq + std::hash::Hash,
+    V: Clone,
+    W: quick_cache::Weighter<K, V> + Clone,
+    H: std::hash::BuildHasher + Clone,
+    L: quick_cache::Lifecycle<K, V> + Clone,
+{
+    fn from(cache: &quick_cache::sync::Cache<K, V, W, H, L>) -> CacheStats {
+        CacheStats {
+            hits: cache.hits(),
+            misses: cache.misses(),
+        }
+    }
+}
+
 /// Recent searches, weighed in bytes.
-type SearchCache = quick_cache::sync::Cache<SearchQuery, Arc<Vec<Hit>>, SearchWeight>;
+type SearchCache = quick_cache::sync::Cache<SearchQuery, Arc<Found>, SearchWeight>;
 
 #[derive(Clone)]
 struct SearchWeight;
 
-impl quick_cache::Weighter<SearchQuery, Arc<Vec<Hit>>> for SearchWeight {
-    fn weight(&self, query: &SearchQuery, hits: &Arc<Vec<Hit>>) -> u64 {
-        let hits: usize = hits
-            .iter()
-            .map(|h| {
-                std::mem::size_of::<Hit>() + h.slug.len() + h.snippet.len() + h.snippet_html.len()
-            })
-            .sum();
+impl quick_cache::Weighter<SearchQuery, Arc<Found>> for SearchWeight {
+    fn weight(&self, query: &SearchQuery, found: &Arc<Found>) -> u64 {
+        let hits: usize = std::mem::size_of::<Found>()
+            + found
+                .hits
+                .iter()
+                .map(|h| {
+                    std::mem::size_of::<Hit>()
+                        + h.slug.len()
+                        + h.snippet.len()
+                        + h.snippet_html.len()
+                })
+                .sum::<usize>();
         (std::mem::size_of::<SearchQuery>()
             + query.text.len()
             + query.tag.as_ref().map_or(0, String::len)
@@ -260,33 +319,34 @@ impl SearchIndex {
         &self.kb
     }
 
-    /// Ranked hits for `query`, with snippets. An empty query lists the tag's entries
-    /// (or nothing). Shared with the cache of answers, so neither a new nor a repeated
-    /// search copies the hits.
-    pub fn search(&self, query: &SearchQuery) -> Result<Arc<Vec<Hit>>, SearchError> {
-        if let Some(hits) = self.answers.get(query) {
-            return Ok(hits);
+    /// One page of ranked hits for `query`, with snippets, and how many there are in
+    /// all. An empty query lists the tag's entries (or nothing). Shared with the cache
+    /// of answers, so neither a new nor a repeated search copies the hits.
+    pub fn search(&self, query: &SearchQuery) -> Result<Arc<Found>, SearchError> {
+        if let Some(found) = self.answers.get(query) {
+            return Ok(found);
         }
-        let hits = Arc::new(self.search_uncached(query)?);
-        self.answers.insert(query.clone(), hits.clone());
-        Ok(hits)
+        let found = Arc::new(self.search_uncached(query)?);
+        self.answers.insert(query.clone(), found.clone());
+        Ok(found)
     }
 
-    fn search_uncached(&self, query: &SearchQuery) -> Result<Vec<Hit>, SearchError> {
+    fn search_uncached(&self, query: &SearchQuery) -> Result<Found, SearchError> {
         let analysed = self.analyse(&query.text);
         let plan = self.scorer.plan(&analysed)?;
-        let ranked = self.ranked(
+        let (ranked, total) = self.ranked(
             plan.as_ref(),
             query.tag.as_deref(),
-            query.limit,
+            query.offset.saturating_add(query.limit),
             Scoring::Exact,
+            true,
         )?;
         let highlighter = match &plan {
             Some(plan) => self.highlighter(plan)?,
             None => None,
         };
-        Ok(ranked
-            .into_iter()
+        // Snippets, the costly part, only for the page asked for.
+        let hits = (ranked.into_iter().skip(query.offset))
             .map(|(position, score)| {
                 let entry = &self.kb.entries()[position];
                 let (snippet, snippet_html) = excerpt(highlighter.as_ref(), entry);
@@ -297,13 +357,29 @@ impl SearchIndex {
                     snippet_html,
                 }
             })
-            .collect())
+            .collect();
+        Ok(Found { hits, total })
     }
 
     /// Forgets the cached search answers only (term scores stay): the next search does
     /// all its work, as a query nobody asked before would.
     pub fn forget_answers(&self) {
         self.answers.clear();
+    }
+
+    /// The main index's cache of term impacts.
+    pub fn term_cache_stats(&self) -> CacheStats {
+        self.scorer.cache_stats()
+    }
+
+    /// The two passage indexes' caches of term impacts, together.
+    pub fn passage_cache_stats(&self) -> CacheStats {
+        self.describing.cache_stats() + self.quoting.cache_stats()
+    }
+
+    /// The cache of recent search answers.
+    pub fn search_cache_stats(&self) -> CacheStats {
+        CacheStats::from(&self.answers)
     }
 
     /// Forgets the cached answers and term scores; later queries read the index again. Results do
@@ -315,13 +391,16 @@ impl SearchIndex {
         self.quoting.clear_cache();
     }
 
+    /// The best `limit` entries for `plan` among those with `tag` (by tag alone without
+    /// a plan), and, when `count` asks, how many it finds in all (else 0).
     fn ranked(
         &self,
         plan: Option<&QueryPlan>,
         tag: Option<&str>,
         limit: usize,
         scoring: Scoring,
-    ) -> Result<Vec<(usize, f32)>, SearchError> {
+        count: bool,
+    ) -> Result<(Vec<(usize, f32)>, usize), SearchError> {
         let has_tag = |entry: usize| match tag {
             Some(tag) => self.kb.entries()[entry].tags.iter().any(|t| t == tag),
             None => true,
@@ -330,18 +409,22 @@ impl SearchIndex {
             Some(plan) => {
                 let keep = |ordinal: u32| has_tag(self.entry_of[ordinal as usize]);
                 let keep: Option<&dyn Fn(u32) -> bool> = tag.map(|_| &keep as _);
-                self.scorer
-                    .top_by(plan, scoring, limit, keep)?
-                    .into_iter()
+                let (top, total) = if count {
+                    self.scorer.top_counted(plan, scoring, limit, keep)?
+                } else {
+                    (self.scorer.top_by(plan, scoring, limit, keep)?, 0)
+                };
+                let top = (top.into_iter())
                     .map(|(ordinal, score)| (self.entry_of[ordinal as usize], score))
-                    .collect()
+                    .collect();
+                (top, total)
             }
-            None if tag.is_some() => (0..self.kb.len())
-                .filter(|&e| has_tag(e))
-                .take(limit)
-                .map(|e| (e, 1.0))
-                .collect(),
-            None => Vec::new(),
+            None if tag.is_some() => {
+                let tagged = (0..self.kb.len()).filter(|&e| has_tag(e));
+                let total = if count { tagged.clone().count() } else { 0 };
+                (tagged.take(limit).map(|e| (e, 1.0)).collect(), total)
+            }
+            None => (Vec::new(), 0),
         })
     }
 

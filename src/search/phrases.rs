@@ -13,7 +13,7 @@ use super::analysis::Segmenter;
 use super::schema::{ENTRY, PartFields, indexed_text};
 use super::scoring::{self, Analysed, Scorer, Scoring};
 use super::{
-    CacheBudget, SearchError, analysis, entries_by_ordinal, register_analyzers,
+    CacheBudget, CacheStats, SearchError, analysis, entries_by_ordinal, register_analyzers,
     register_analyzers_with, searcher, write_once,
 };
 use crate::kb::{Entry, Kb};
@@ -286,5 +286,9 @@ impl PhraseIndex {
 
     pub fn clear_cache(&self) {
         self.scorer.clear_cache();
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        self.scorer.cache_stats()
     }
 }

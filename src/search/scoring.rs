@@ -26,9 +26,9 @@ use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::tokenizer::Token;
 use tantivy::{DocSet, Index, Searcher, SegmentReader, TERMINATED, Term};
 
-use super::SearchError;
 use super::analysis;
 use super::schema::{FieldKind, PartFields};
+use super::{CacheStats, SearchError};
 
 /// Only the first this-many words of a query are used: enough for a question or the
 /// error messages of a log, and it bounds the cost of a query built from a paste.
@@ -596,6 +596,11 @@ impl Scorer {
         self.cache.clear();
     }
 
+    /// How often the cache of impacts answered, and how often the postings were read.
+    pub fn cache_stats(&self) -> CacheStats {
+        CacheStats::from(&self.cache)
+    }
+
     /// Reads the term's postings in every part: per document, the best part's boosted
     /// BM25 score plus `TIE_BREAKER` times the others', exactly as a disjunction-max
     /// query over the parts would score it.
@@ -675,6 +680,31 @@ impl Scorer {
         limit: usize,
         keep: Option<&dyn Fn(u32) -> bool>,
     ) -> Result<Vec<(u32, f32)>, SearchError> {
+        Ok(self.rank(plan, scoring, limit, keep, false)?.0)
+    }
+
+    /// `top_by`, and how many documents `keep` accepts score at all: the whole of which
+    /// a page of search results is a part.
+    pub fn top_counted(
+        &self,
+        plan: &QueryPlan,
+        scoring: Scoring,
+        limit: usize,
+        keep: Option<&dyn Fn(u32) -> bool>,
+    ) -> Result<(Vec<(u32, f32)>, usize), SearchError> {
+        self.rank(plan, scoring, limit, keep, true)
+    }
+
+    /// `top_by`, with the documents that score counted when `count` asks (else 0):
+    /// counting reads every chunk, where ranking alone skips those below the bar.
+    fn rank(
+        &self,
+        plan: &QueryPlan,
+        scoring: Scoring,
+        limit: usize,
+        keep: Option<&dyn Fn(u32) -> bool>,
+        count: bool,
+    ) -> Result<(Vec<(u32, f32)>, usize), SearchError> {
         let phrases = self.phrase_scores(plan)?;
         Ok(SUMS.with_borrow_mut(|sums| {
             let sums = Sums::new(sums, self.num_docs);
@@ -687,19 +717,28 @@ impl Scorer {
                 sums.0[ordinal as usize] += score;
             }
             let mut best = Best::new(limit);
+            let mut scored = 0;
             for (chunk_index, chunk) in sums.0.chunks(CHUNK).enumerate() {
+                let ordinal = |i: usize| (chunk_index * CHUNK + i) as u32;
+                if count {
+                    scored += match keep {
+                        None => chunk.iter().filter(|&&score| score > 0.0).count(),
+                        Some(keep) => (chunk.iter().enumerate())
+                            .filter(|&(i, &score)| score > 0.0 && keep(ordinal(i)))
+                            .count(),
+                    };
+                }
                 // Most chunks hold nothing above the bar once it is set.
                 if maximum(chunk) <= best.bar {
                     continue;
                 }
                 for (i, &score) in chunk.iter().enumerate() {
-                    let ordinal = (chunk_index * CHUNK + i) as u32;
-                    if score > best.bar && keep.is_none_or(|keep| keep(ordinal)) {
-                        best.offer(ordinal, score);
+                    if score > best.bar && keep.is_none_or(|keep| keep(ordinal(i))) {
+                        best.offer(ordinal(i), score);
                     }
                 }
             }
-            best.into_sorted()
+            (best.into_sorted(), scored)
         }))
     }
 
@@ -1352,6 +1391,48 @@ mod tests {
             }
             let expected: Vec<usize> = first.into_values().collect();
             proptest::prop_assert_eq!(distinct(&terms), expected);
+        }
+    }
+
+    #[test]
+    fn the_count_is_every_document_that_scores_and_is_kept() {
+        let docs: Vec<(String, String)> = (0..300)
+            .map(|i| {
+                let body = match i % 5 {
+                    0 => "rank watchdog timeout",
+                    1 => "rank rank",
+                    2 => "watchdog failed",
+                    _ => "other words here",
+                };
+                (format!("title {i}"), body.to_string())
+            })
+            .collect();
+        let docs: Vec<(&str, &str)> = docs.iter().map(|(t, b)| (t.as_str(), b.as_str())).collect();
+        let (index, scorer) = titled_index(&docs);
+        let even = |ordinal: u32| ordinal.is_multiple_of(2);
+        for query in ["rank watchdog timeout", "watchdog", "failed"] {
+            let analysed = Analysed::new(&index, query);
+            let plan = scorer.plan(&analysed).unwrap().unwrap();
+            let scores = scorer.scores_by(&plan, Scoring::Exact).unwrap();
+            for keep in [None, Some(&even as &dyn Fn(u32) -> bool)] {
+                let kept = |ordinal: u32| keep.is_none_or(|keep| keep(ordinal));
+                let all: Vec<_> = top(&scores, usize::MAX)
+                    .into_iter()
+                    .filter(|&(ordinal, _)| kept(ordinal))
+                    .collect();
+                assert!(all.len() > 10, "{query:?}");
+                for limit in [1, 10, all.len() + 5] {
+                    let (found, count) = scorer
+                        .top_counted(&plan, Scoring::Exact, limit, keep)
+                        .unwrap();
+                    assert_eq!(count, all.len(), "{query:?} {limit}");
+                    assert_eq!(found, all[..limit.min(all.len())], "{query:?} {limit}");
+                    assert_eq!(
+                        found,
+                        scorer.top_by(&plan, Scoring::Exact, limit, keep).unwrap()
+                    );
+                }
+            }
         }
     }
 

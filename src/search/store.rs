@@ -231,6 +231,7 @@ mod tests {
             index
                 .search(&SearchQuery::new(q, None, 5))
                 .unwrap()
+                .hits
                 .iter()
                 .map(|hit| {
                     (
@@ -301,8 +302,8 @@ mod tests {
         assert_ne!(after, before);
 
         let index = SearchIndex::build_in(edited, Some(&store)).unwrap();
-        let hits = index.search(&SearchQuery::new("quokkas", None, 5)).unwrap();
-        assert_eq!(hits.len(), 1, "the edit is searchable: {hits:?}");
+        let found = index.search(&SearchQuery::new("quokkas", None, 5)).unwrap();
+        assert_eq!(found.hits.len(), 1, "the edit is searchable: {found:?}");
 
         // The same file in another folder is another file.
         fs::create_dir(kb_dir.path().join("moved")).unwrap();

@@ -24,6 +24,8 @@ use crate::kb::Entry;
 use crate::search::{MAX_LIMIT, SearchQuery};
 
 const DEFAULT_LIMIT: usize = 10;
+/// Largest `offset` of a search (the OpenAPI document calls it a 32-bit number).
+const MAX_OFFSET: usize = u32::MAX as usize;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -68,6 +70,34 @@ pub struct SearchQueryParams {
     /// Number of hits, 1 to 100 (default 10).
     #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
     pub limit: Option<String>,
+    /// Hits to skip, from 0 (default 0): `offset` + `limit` asks for the next page, up
+    /// to `total` in the answer. Past the last hit the answer has no hits.
+    #[param(value_type = Option<u32>, minimum = 0)]
+    pub offset: Option<String>,
+}
+
+/// The whole number in a query parameter `name` (absent or blank: `default`), which
+/// must lie in `range`; else a 422 that says what was wrong.
+fn number_param(
+    name: &str,
+    raw: Option<&str>,
+    default: usize,
+    range: std::ops::RangeInclusive<usize>,
+) -> Result<usize, AppError> {
+    match raw.map(str::trim) {
+        None | Some("") => Ok(default),
+        Some(raw) => raw
+            .parse::<usize>()
+            .ok()
+            .filter(|n| range.contains(n))
+            .ok_or_else(|| {
+                AppError::Unprocessable(format!(
+                    "`{name}` must be a whole number from {} to {}, got `{raw}`",
+                    range.start(),
+                    range.end()
+                ))
+            }),
+    }
 }
 
 /// `value` as an `application/json` response, written into a buffer of about the size
@@ -100,7 +130,7 @@ fn json_response<T: Serialize>(value: &T, size: usize) -> Response {
     responses(
         (status = 200, description = "Ranked hits, best first", body = SearchResponse),
         (status = 400, description = "Malformed query string", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "No query, or `limit` out of range", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No query, or `limit` or `offset` out of range", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn search(
@@ -109,23 +139,19 @@ pub async fn search(
 ) -> Result<Response, ApiError> {
     let served = state.served();
     let Query(params) = params.map_err(|e| AppError::BadRequest(e.body_text()))?;
-    let limit = match params.limit.as_deref().map(str::trim) {
-        None | Some("") => DEFAULT_LIMIT,
-        Some(raw) => match raw.parse::<usize>() {
-            Ok(n) if (1..=MAX_LIMIT).contains(&n) => n,
-            _ => {
-                return Err(AppError::Unprocessable(format!(
-                    "`limit` must be a whole number from 1 to {MAX_LIMIT}, got `{raw}`"
-                ))
-                .into());
-            }
-        },
-    };
+    let limit = number_param(
+        "limit",
+        params.limit.as_deref(),
+        DEFAULT_LIMIT,
+        1..=MAX_LIMIT,
+    )?;
+    let offset = number_param("offset", params.offset.as_deref(), 0, 0..=MAX_OFFSET)?;
     let query = SearchQuery::new(
         params.q.as_deref().unwrap_or(""),
         params.tag.as_deref(),
         limit,
-    );
+    )
+    .from(offset);
     if query.text.is_empty() && query.tag.is_none() {
         return Err(AppError::Unprocessable(
             "give a query in `q` (or a `tag` to list its entries)".into(),
@@ -133,7 +159,7 @@ pub async fn search(
         .into());
     }
     let found = served.index.search(&query)?;
-    let response = state.answers(&served).search(query.text, query.tag, &found);
+    let response = state.answers(&served).search(query, &found);
     Ok(json_response(&response, response.size()))
 }
 

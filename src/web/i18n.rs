@@ -94,8 +94,8 @@ impl Lang {
     }
 
     /// "12 results" / "12 个结果".
-    pub fn results(self, n: usize) -> String {
-        match (self, n) {
+    pub fn results(self, n: impl Borrow<usize>) -> String {
+        match (self, *n.borrow()) {
             (Lang::En, 1) => "1 result".into(),
             (Lang::En, n) => format!("{n} results"),
             (Lang::Zh, n) => format!("{n} 个结果"),
@@ -122,6 +122,14 @@ impl Lang {
         match self {
             Lang::En => format!("Entries {first}–{last} of {total}"),
             Lang::Zh => format!("第 {first}–{last} 条，共 {total} 条"),
+        }
+    }
+
+    /// "Results 21–40 of 94" / "第 21–40 个结果，共 94 个".
+    pub fn showing_results(self, first: usize, last: usize, total: usize) -> String {
+        match self {
+            Lang::En => format!("Results {first}–{last} of {total}"),
+            Lang::Zh => format!("第 {first}–{last} 个结果，共 {total} 个"),
         }
     }
 

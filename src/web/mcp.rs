@@ -544,10 +544,9 @@ fn search(state: &AppState, args: Value) -> Result<Value, ToolError> {
             known_tags(state)
         )));
     }
-    let hits = served.index.search(&query)?;
+    let found = served.index.search(&query)?;
     fit(|clip| SearchOutput {
-        results: hits
-            .iter()
+        results: (found.hits.iter())
             .filter_map(|hit| {
                 let entry = kb.get(&hit.slug)?;
                 Some(SearchResult {
@@ -663,6 +662,7 @@ fn diagnose(state: &AppState, args: Value) -> Result<Value, ToolError> {
     let request = Request::text(args.text, args.limit)
         .map_err(|err| ToolError::Invalid(format!("{err}. {DIAGNOSE_USAGE}")))?;
     let d = served.diagnoser.answer(&request)?;
+    state.metrics.diagnosed(&d);
     let answers = state.answers(&served);
     fit(|clip| {
         let mut answer = answers.diagnosis(&d);

@@ -8,6 +8,7 @@ mod error_bodies;
 mod i18n;
 mod llms;
 mod mcp;
+mod metrics;
 mod pages;
 pub mod server;
 mod share;
@@ -132,6 +133,8 @@ impl Served {
 pub struct AppState {
     served: Arc<ArcSwap<Served>>,
     reloads: Arc<Mutex<ReloadStatus>>,
+    /// What `/metrics` reports.
+    metrics: Arc<metrics::Metrics>,
     pub limits: Limits,
     /// Where users reach this server (`https://errbook.example.com`), without a
     /// trailing slash; `None` when unknown, and then URLs are relative.
@@ -143,9 +146,12 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(index: SearchIndex) -> Self {
+        let served = Arc::new(ArcSwap::from_pointee(Served::new(index)));
+        let reloads = Arc::default();
         AppState {
-            served: Arc::new(ArcSwap::from_pointee(Served::new(index))),
-            reloads: Arc::default(),
+            metrics: Arc::new(metrics::Metrics::new(served.clone(), Arc::clone(&reloads))),
+            served,
+            reloads,
             limits: Limits::default(),
             public_url: None,
             allowed_origins: Arc::new([]),
@@ -161,8 +167,9 @@ impl AppState {
         request: Request,
     ) -> Result<crate::diagnose::Diagnosis, AppError> {
         let served = served.clone();
-        let d = off_the_runtime(request.len(), move || served.diagnoser.answer(&request)).await?;
-        Ok(d?)
+        let d = off_the_runtime(request.len(), move || served.diagnoser.answer(&request)).await??;
+        self.metrics.diagnosed(&d);
+        Ok(d)
     }
 
     /// What answers for `served` are written from.
@@ -182,7 +189,7 @@ impl AppState {
 
     /// Serves `index` from now on; requests already running finish on the old one.
     pub fn replace(&self, index: SearchIndex) {
-        self.served.store(Arc::new(Served::new(index)));
+        self.metrics.swap_served(&self.served, Served::new(index));
         let mut status = self.reloads.lock().unwrap_or_else(|e| e.into_inner());
         status.reloads += 1;
         status.last_reload = Some(SystemTime::now());
@@ -322,22 +329,32 @@ pub fn app(state: AppState) -> Router {
         .route("/tags/{tag}", get(pages::tag))
         .route("/static/{*path}", get(assets::serve))
         .route("/healthz", get(api::healthz))
+        .route("/metrics", get(metrics::serve))
         .route("/mcp", post(mcp::handle))
         .route("/llms.txt", get(llms::llms_txt))
         .nest("/api/v1", api)
+        .route_layer(middleware::from_fn(metrics::note_route))
         .fallback(pages::not_found)
-        .with_state(state);
+        .with_state(state.clone());
     // Layers on a router wrap each route; wrapped as one service instead, the error
     // formatter sees the finished response (axum's 405 gets its `Allow` header late).
-    // Outermost first: a request is traced, its answer compressed and given security
-    // headers and an error body; it must fit the head limits, is answered within the
-    // timeout (waiting for a turn included), its body is read before it takes a turn,
+    // Outermost first: a request is traced, its answer compressed, counted and timed,
+    // and given security headers and an error body; it must fit the head limits, is
+    // answered within the timeout (waiting for a turn included), its body is read
+    // before it takes a turn (requests waiting for one and holding one are counted),
     // and the body must fit the body limit.
     let limits = state_limits;
+    let turns = state.metrics.turns.clone();
+    turns.set_limit(limits.concurrent_requests);
     Router::new()
         .fallback_service(routes)
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(
+            turns.clone(),
+            metrics::running,
+        ))
         .layer(GlobalConcurrencyLimitLayer::new(limits.concurrent_requests))
+        .layer(middleware::from_fn_with_state(turns, metrics::queued))
         .layer(middleware::from_fn_with_state(
             upload::BodyRoom::default(),
             upload::read_body,
@@ -352,6 +369,10 @@ pub fn app(state: AppState) -> Router {
             error_bodies::error_bodies,
         ))
         .layer(middleware::map_response(security_headers))
+        .layer(middleware::from_fn_with_state(
+            state.metrics.clone(),
+            metrics::track,
+        ))
         .layer(CompressionLayer::new())
         .layer(TraceLayer::new_for_http())
 }

@@ -152,60 +152,93 @@ pub struct PageParams {
     pub page: Option<String>,
 }
 
-/// One page of a list of entries, and where the others are.
-pub struct Listing<'a> {
-    pub entries: Vec<&'a Entry>,
+/// The page number in `page` (absent: the first); 400 for one that is not a number
+/// from 1.
+fn page_number(page: Option<&str>) -> Result<usize, AppError> {
+    match page {
+        None => Ok(1),
+        Some(p) => p
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&p| p >= 1)
+            .ok_or_else(|| {
+                AppError::BadRequest(format!("`page` must be a page number from 1, got `{p}`"))
+            }),
+    }
+}
+
+/// What a paged list counts, for the pager's words.
+#[derive(Clone, Copy, Debug)]
+pub enum Counted {
+    Entries,
+    Results,
+}
+
+/// Where one page of a long list stands, and the links to the pages either side.
+pub struct Pager {
     /// 1-based.
     pub page: usize,
     pub pages: usize,
     pub total: usize,
-    /// The list's own path, which `?page=N` is added to.
+    /// Items on a full page.
+    size: usize,
+    /// Items on this page.
+    shown: usize,
+    /// The list's own address, which `page=N` is added to.
     base: String,
+    counted: Counted,
 }
 
-impl<'a> Listing<'a> {
-    /// The page of `all` that `params` asks for (the first by default); 400 for a page
-    /// that is not a number, 404 past the last.
+impl Pager {
+    /// Page `page` of `total` items, `size` a page, `shown` of them on this one; 404
+    /// past the last page (a list of none has one, empty).
     fn new(
-        all: impl ExactSizeIterator<Item = &'a Entry>,
-        params: Result<Query<PageParams>, QueryRejection>,
+        page: usize,
+        total: usize,
+        size: usize,
+        shown: usize,
         base: String,
-    ) -> Result<Listing<'a>, AppError> {
-        let Query(params) = params.map_err(|e| AppError::BadRequest(e.body_text()))?;
-        let page = match params.page.as_deref() {
-            None => 1,
-            Some(p) => p
-                .trim()
-                .parse::<usize>()
-                .ok()
-                .filter(|&p| p >= 1)
-                .ok_or_else(|| {
-                    AppError::BadRequest(format!("`page` must be a page number from 1, got `{p}`"))
-                })?,
-        };
-        let total = all.len();
-        let pages = total.div_ceil(PAGE_SIZE).max(1);
+        counted: Counted,
+    ) -> Result<Pager, AppError> {
+        let pages = total.div_ceil(size).max(1);
         if page > pages {
             return Err(AppError::NotFound(format!(
                 "There is no page {page}: the list has {pages}."
             )));
         }
-        Ok(Listing {
-            entries: all.skip((page - 1) * PAGE_SIZE).take(PAGE_SIZE).collect(),
+        Ok(Pager {
             page,
             pages,
             total,
+            size,
+            shown,
             base,
+            counted,
         })
     }
 
-    /// Position of the page's first entry in the list, 1-based.
+    /// Items before this page: the offset of its first.
+    fn skipped(page: usize, size: usize) -> usize {
+        (page - 1).saturating_mul(size)
+    }
+
+    /// Position of the page's first item in the list, 1-based.
     pub fn first(&self) -> usize {
-        ((self.page - 1) * PAGE_SIZE + 1).min(self.total)
+        (Pager::skipped(self.page, self.size) + 1).min(self.total)
     }
 
     pub fn last(&self) -> usize {
-        (self.page - 1) * PAGE_SIZE + self.entries.len()
+        Pager::skipped(self.page, self.size) + self.shown
+    }
+
+    /// "Entries 501–1000 of 1201", "Results 21–40 of 94", in the reader's language.
+    pub fn showing(&self, lang: &Lang) -> String {
+        let (first, last, total) = (self.first(), self.last(), self.total);
+        match self.counted {
+            Counted::Entries => lang.showing(first, last, total),
+            Counted::Results => lang.showing_results(first, last, total),
+        }
     }
 
     pub fn previous_href(&self) -> Option<String> {
@@ -219,17 +252,43 @@ impl<'a> Listing<'a> {
     fn href(&self, page: usize) -> String {
         if page == 1 {
             self.base.clone()
+        } else if self.base.contains('?') {
+            format!("{}&page={page}", self.base)
         } else {
             format!("{}?page={page}", self.base)
         }
     }
 }
 
+/// The page of `all` that `params` asks for (the first by default), and its pager; 400
+/// for a page that is not a number, 404 past the last.
+fn page_of<'a>(
+    all: impl ExactSizeIterator<Item = &'a Entry>,
+    params: Result<Query<PageParams>, QueryRejection>,
+    base: String,
+) -> Result<(Vec<&'a Entry>, Pager), AppError> {
+    let Query(params) = params.map_err(|e| AppError::BadRequest(e.body_text()))?;
+    let page = page_number(params.page.as_deref())?;
+    let total = all.len();
+    let skipped = Pager::skipped(page, PAGE_SIZE);
+    let entries: Vec<&Entry> = all.skip(skipped).take(PAGE_SIZE).collect();
+    let pager = Pager::new(
+        page,
+        total,
+        PAGE_SIZE,
+        entries.len(),
+        base,
+        Counted::Entries,
+    )?;
+    Ok((entries, pager))
+}
+
 #[derive(Template)]
 #[template(path = "home.html")]
 pub struct HomePage<'a> {
     pub ui: Ui,
-    pub listing: Listing<'a>,
+    pub entries: Vec<&'a Entry>,
+    pub pager: Pager,
     pub start_here: Vec<&'a Entry>,
     pub tags: Vec<(&'a str, usize)>,
 }
@@ -241,9 +300,11 @@ pub async fn home(
 ) -> PageResult {
     let served = state.served();
     let kb = served.index.kb();
+    let (entries, pager) = page_of(kb.entries().iter(), params, "/".into())?;
     render(HomePage {
         ui,
-        listing: Listing::new(kb.entries().iter(), params, "/".into())?,
+        entries,
+        pager,
         start_here: kb.most_referenced().take(START_HERE).collect(),
         tags: kb.tags().collect(),
     })
@@ -254,6 +315,8 @@ pub struct SearchParams {
     #[serde(default)]
     pub q: String,
     pub tag: Option<String>,
+    /// Which page of `PAGE_HITS` results, from 1.
+    pub page: Option<String>,
 }
 
 #[derive(Template)]
@@ -263,6 +326,8 @@ pub struct SearchPage<'a> {
     pub q: String,
     pub tag: Option<String>,
     pub results: Vec<ResultView<'a>>,
+    /// Where these results stand among all the query finds.
+    pub pager: Pager,
     pub tags: Vec<(&'a str, usize)>,
 }
 
@@ -278,13 +343,28 @@ pub async fn search(
         let link = share::path(&share::unflatten(&params.q));
         return Ok(Redirect::to(&link).into_response());
     }
-    let query = SearchQuery::new(&params.q, params.tag.as_deref(), PAGE_HITS);
-    let hits = served.index.search(&query)?;
+    let page = page_number(params.page.as_deref())?;
+    let query = SearchQuery::new(&params.q, params.tag.as_deref(), PAGE_HITS)
+        .from(Pager::skipped(page, PAGE_HITS));
+    let found = served.index.search(&query)?;
+    let mut base = format!("/search?q={}", percent_encode(&query.text));
+    if let Some(tag) = &query.tag {
+        base.push_str(&format!("&tag={}", percent_encode(tag)));
+    }
+    let pager = Pager::new(
+        page,
+        found.total,
+        PAGE_HITS,
+        found.hits.len(),
+        base,
+        Counted::Results,
+    )?;
     render(SearchPage {
         ui,
         q: query.text,
         tag: query.tag,
-        results: result_views(served.index.kb(), &hits),
+        results: result_views(served.index.kb(), &found.hits),
+        pager,
         tags: served.index.kb().tags().collect(),
     })
 }
@@ -326,7 +406,8 @@ pub async fn entry(
 pub struct TagPage<'a> {
     pub ui: Ui,
     pub tag: String,
-    pub listing: Listing<'a>,
+    pub entries: Vec<&'a Entry>,
+    pub pager: Pager,
 }
 
 pub async fn tag(
@@ -340,8 +421,13 @@ pub async fn tag(
     if entries.len() == 0 {
         return Err(AppError::NotFound(format!("No entry has the tag `{tag}`.")));
     }
-    let listing = Listing::new(entries, params, format!("/tags/{tag}"))?;
-    render(TagPage { ui, tag, listing })
+    let (entries, pager) = page_of(entries, params, format!("/tags/{tag}"))?;
+    render(TagPage {
+        ui,
+        tag,
+        entries,
+        pager,
+    })
 }
 
 /// The language switch: remembers the choice in a cookie and goes back to the page.

@@ -261,7 +261,7 @@ impl SearchIndex {
     }
 
     /// Ranked hits for `query`, with snippets. An empty query lists the tag's entries
-    /// (or nothing). Shared with the cache of answers, so neither a new nor a repeated
+    /// (without a tag, the first entries). Shared with the cache of answers, so neither a new nor a repeated
     /// search copies the hits.
     pub fn search(&self, query: &SearchQuery) -> Result<Arc<Vec<Hit>>, SearchError> {
         if let Some(hits) = self.answers.get(query) {
@@ -275,12 +275,19 @@ impl SearchIndex {
     fn search_uncached(&self, query: &SearchQuery) -> Result<Vec<Hit>, SearchError> {
         let analysed = self.analyse(&query.text);
         let plan = self.scorer.plan(&analysed)?;
-        let ranked = self.ranked(
-            plan.as_ref(),
-            query.tag.as_deref(),
-            query.limit,
-            Scoring::Exact,
-        )?;
+        let ranked = if query.text.is_empty() && query.tag.is_none() {
+            // Neither words nor a tag: the first entries, as a tag alone lists its own.
+            (0..self.kb.len().min(query.limit))
+                .map(|e| (e, 1.0))
+                .collect()
+        } else {
+            self.ranked(
+                plan.as_ref(),
+                query.tag.as_deref(),
+                query.limit,
+                Scoring::Exact,
+            )?
+        };
         let highlighter = match &plan {
             Some(plan) => self.highlighter(plan)?,
             None => None,

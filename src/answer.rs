@@ -116,6 +116,7 @@ impl<'a> Answers<'a> {
 
     /// The answer to a diagnosis.
     pub fn diagnosis(&self, d: &'a diagnose::Diagnosis) -> DiagnoseResponse<'a> {
+        let mut lines = Vec::new();
         let matches = d
             .matches
             .iter()
@@ -129,16 +130,20 @@ impl<'a> Answers<'a> {
                     summary: &json.summary,
                     score: rounded(m.score),
                     confidence: m.confidence.into(),
-                    evidence: m.evidence.iter().map(Evidence::from).collect(),
+                    evidence: (m.evidence.iter())
+                        .map(|e| Evidence::new(e, &mut lines))
+                        .collect(),
                     branch: m.branch.as_ref().map(|b| SelectedBranch::new(entry, b)),
                     versions: m.versions.iter().map(VersionCheck::from).collect(),
                 })
             })
             .collect();
+        lines.sort_by_key(|l: &PasteLine| l.line);
         let parsed = &d.parsed;
         DiagnoseResponse {
             verdict: d.verdict.into(),
             matches,
+            lines,
             closest: d.closest.iter().filter_map(|h| self.hit(h)).collect(),
             triage: Triage::new(&d.triage, parsed.root_exception()),
             parsed: ParsedSummary {
@@ -229,6 +234,9 @@ impl From<diagnose::Verdict> for Verdict {
 pub struct DiagnoseResponse<'a> {
     pub verdict: Verdict,
     pub matches: Vec<DiagnoseMatch<'a>>,
+    /// The paste lines the matches' evidence points at, each once (however many
+    /// matches point at it), in paste order.
+    pub lines: Vec<PasteLine>,
     /// With `no_match` and no leads in `matches`: nearest entries by full text, not a
     /// diagnosis.
     pub closest: Vec<SearchHit<'a>>,
@@ -241,8 +249,9 @@ impl DiagnoseResponse<'_> {
     /// About the bytes this takes as JSON.
     pub fn size(&self) -> usize {
         let matches: usize = self.matches.iter().map(DiagnoseMatch::size).sum();
+        let lines: usize = self.lines.iter().map(|l| 32 + l.text.len()).sum();
         let closest: usize = self.closest.iter().map(SearchHit::size).sum();
-        1024 + matches + closest
+        1024 + matches + lines + closest
     }
 
     /// Cuts every text to `max_chars` characters and every list of the parsed summary
@@ -250,10 +259,8 @@ impl DiagnoseResponse<'_> {
     pub fn clip(&mut self, max_chars: usize, max_items: usize) -> bool {
         let mut cut = false;
         let mut text = |s: &mut String| cut |= clip_chars(s, max_chars);
-        for m in &mut self.matches {
-            for e in &mut m.evidence {
-                text(&mut e.text);
-            }
+        for l in &mut self.lines {
+            text(&mut l.text);
         }
         for h in &mut self.closest {
             text(&mut h.snippet);
@@ -282,6 +289,20 @@ impl DiagnoseResponse<'_> {
         }
         for m in &mut self.matches {
             cut |= truncate(&mut m.evidence, max_items);
+        }
+        let cited =
+            |line: usize| (self.matches.iter()).any(|m| m.evidence.iter().any(|e| e.line == line));
+        self.lines.retain(|l| cited(l.line));
+        // A span past a line's cut end no longer marks anything.
+        for m in &mut self.matches {
+            for e in &mut m.evidence {
+                let len = (self.lines.iter())
+                    .find(|l| l.line == e.line)
+                    .map_or(0, |l| l.text.len());
+                if e.span.is_some_and(|(_, end)| end > len) {
+                    e.span = None;
+                }
+            }
         }
         cut
     }
@@ -425,11 +446,7 @@ impl DiagnoseMatch<'_> {
     fn size(&self) -> usize {
         256 + self.slug.len()
             + texts_len([self.title, self.title_zh, self.summary])
-            + self
-                .evidence
-                .iter()
-                .map(|e| 128 + e.text.len())
-                .sum::<usize>()
+            + 128 * self.evidence.len()
     }
 }
 
@@ -462,27 +479,51 @@ pub enum EvidenceKind {
     Text,
 }
 
-/// One paste line that led to a match.
+/// One paste line that led to a match; its text is in the answer's `lines`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Evidence {
     /// 1-based line number in the paste.
     pub line: usize,
-    /// The line, cleaned of prefixes.
-    pub text: String,
     pub kind: EvidenceKind,
     /// The signature that fired, as the entry writes it.
     pub signature: Option<String>,
     /// For text evidence, the shared words (analysed form).
     pub terms: Vec<String>,
-    /// Byte range of `text` the signature matched.
+    /// Byte range of the line's text (in `lines`) the signature matched.
     pub span: Option<(usize, usize)>,
 }
 
-impl From<&diagnose::Evidence> for Evidence {
-    fn from(e: &diagnose::Evidence) -> Evidence {
+/// A paste line that evidence points at.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PasteLine {
+    /// 1-based line number in the paste.
+    pub line: usize,
+    /// The line, cleaned of prefixes (a long one cut around what matched).
+    pub text: String,
+}
+
+impl Evidence {
+    /// `e` as JSON, its line's text added to `lines` unless it is there already. A long
+    /// line is cut around what each match's signature matched, so a second match may
+    /// hold another cut of it: its span is then found in the cut listed.
+    fn new(e: &diagnose::Evidence, lines: &mut Vec<PasteLine>) -> Evidence {
+        let span = match lines.iter().find(|l| l.line == e.line) {
+            None => {
+                lines.push(PasteLine {
+                    line: e.line,
+                    text: e.text.clone(),
+                });
+                e.span
+            }
+            Some(listed) if listed.text == e.text => e.span,
+            Some(listed) => e.span.and_then(|(start, end)| {
+                let matched = e.text.get(start..end)?;
+                let at = listed.text.find(matched)?;
+                Some((at, at + matched.len()))
+            }),
+        };
         Evidence {
             line: e.line,
-            text: e.text.clone(),
             kind: match e.kind {
                 diagnose::EvidenceKind::Signature => EvidenceKind::Signature,
                 diagnose::EvidenceKind::WeakSignature => EvidenceKind::WeakSignature,
@@ -490,7 +531,7 @@ impl From<&diagnose::Evidence> for Evidence {
             },
             signature: e.signature.clone(),
             terms: e.terms.clone(),
-            span: e.span,
+            span,
         }
     }
 }
@@ -775,6 +816,30 @@ mod tests {
         for field in ["verdict", "matches", "evidence", "root_cause", "closest"] {
             assert!(schema.contains(field), "{field} missing from {schema}");
         }
+    }
+
+    #[test]
+    fn a_line_cited_twice_is_listed_once_and_each_span_marks_the_text_listed() {
+        let evidence = |text: &str, span| diagnose::Evidence {
+            line: 7,
+            text: text.to_string(),
+            kind: diagnose::EvidenceKind::Signature,
+            signature: Some("sig".into()),
+            terms: Vec::new(),
+            span,
+        };
+        let mut lines = Vec::new();
+        // The same long line, cut around what each signature matched.
+        let first = Evidence::new(&evidence("…a b MATCH c d…", Some((7, 12))), &mut lines);
+        let second = Evidence::new(&evidence("…MATCH c d e f…", Some((3, 8))), &mut lines);
+        let third = Evidence::new(&evidence("…x y z…", Some((3, 4))), &mut lines);
+        let text = |e: &Evidence| e.span.map(|(a, b)| &lines[0].text[a..b]);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0].text, "…a b MATCH c d…");
+        assert_eq!(text(&first), Some("MATCH"));
+        assert_eq!(text(&second), Some("MATCH"));
+        // What the listed cut does not hold is marked nowhere rather than wrongly.
+        assert_eq!(third.span, None);
     }
 
     #[test]

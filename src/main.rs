@@ -716,6 +716,7 @@ fn serve(kb_arg: &KbArg, options: ServeOptions) -> anyhow::Result<ExitCode> {
             max_connections = config.max_connections,
             "errbook listening on http://{local}"
         );
+        state.warn_if_links_relative(local);
         // Search is ready. Now jieba's whole dictionary, which Chinese queries need
         // (indexing used only part of it), and the signature matcher that diagnosis
         // needs are built, side by side (rather than when the first query or paste

@@ -2,8 +2,11 @@
 
 mod common;
 
-use axum::http::StatusCode;
-use common::get;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use common::{get, send};
+use serde_json::json;
+use tower::ServiceExt;
 
 #[tokio::test]
 async fn search_returns_hits_with_every_field() {
@@ -100,14 +103,14 @@ async fn search_pages_through_every_hit_with_offset_and_total() {
     }
     assert_eq!(paged, everything);
 
-    // A tag narrows the total too; a blank offset is the default.
-    let tagged = get("/api/v1/search?q=rank%20GPU&tag=memory&offset=").await;
+    // A tag narrows the total too.
+    let tagged = get("/api/v1/search?q=rank%20GPU&tag=memory").await;
     assert_eq!(tagged.status, StatusCode::OK);
     let tagged_total = tagged.json()["total"].as_u64().unwrap() as usize;
     assert!(tagged_total >= 1 && tagged_total < total, "{}", tagged.body);
     assert_eq!(slugs(&tagged).len(), tagged_total.min(10));
 
-    for bad in ["-1", "abc", "1.5", "4294967296", "99999999999999999999999"] {
+    for bad in ["", "-1", "abc", "1.5", "99999999999999999999999"] {
         let reply = get(&format!("/api/v1/search?q=GPU&offset={bad}")).await;
         assert_eq!(
             reply.status,
@@ -143,10 +146,77 @@ async fn the_openapi_document_describes_search_paging() {
 }
 
 #[tokio::test]
-async fn search_without_query_or_tag_is_422() {
-    let reply = get("/api/v1/search").await;
-    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert!(reply.json()["detail"].as_str().unwrap().contains("`q`"));
+async fn a_blank_query_is_422_and_no_query_lists_entries() {
+    for q in ["", "%20%20", "%09%0A", "%E3%80%80"] {
+        let reply = get(&format!("/api/v1/search?q={q}")).await;
+        assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "q={q}");
+        assert!(
+            reply.json()["detail"]
+                .as_str()
+                .unwrap()
+                .contains("`q` is blank")
+        );
+        let tagged = get(&format!("/api/v1/search?q={q}&tag=nccl")).await;
+        assert_eq!(tagged.status, StatusCode::UNPROCESSABLE_ENTITY, "q={q}");
+    }
+    // Neither words nor a tag: the first entries, as a tag alone lists its own.
+    let all = get("/api/v1/search?limit=4").await;
+    assert_eq!(all.status, StatusCode::OK, "{}", all.body);
+    assert_eq!(all.json()["hits"].as_array().unwrap().len(), 4);
+    let tagged = get("/api/v1/search?tag=nccl").await.json();
+    for hit in tagged["hits"].as_array().unwrap() {
+        assert!(
+            hit["tags"].as_array().unwrap().contains(&json!("nccl")),
+            "{hit}"
+        );
+    }
+    // Words that are no searchable term find nothing rather than everything.
+    let none = get("/api/v1/search?q=%21%21%21").await;
+    assert_eq!(none.status, StatusCode::OK);
+    assert_eq!(none.json()["hits"], json!([]));
+}
+
+#[tokio::test]
+async fn limit_is_any_json_schema_integer_and_nothing_else() {
+    for (limit, hits) in [("2", 2), ("2.0", 2), ("2e0", 2), ("1.00", 1)] {
+        let reply = get(&format!("/api/v1/search?limit={limit}")).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::OK,
+            "limit={limit}: {}",
+            reply.body
+        );
+        assert_eq!(
+            reply.json()["hits"].as_array().unwrap().len(),
+            hits,
+            "{limit}"
+        );
+    }
+    for limit in ["", "2.5", "%202", "+2", "02", "1e400", "NaN", "inf", "true"] {
+        let reply = get(&format!("/api/v1/search?q=GPU&limit={limit}")).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "limit={limit}"
+        );
+    }
+    for (limit, status) in [
+        ("2.0", StatusCode::OK),
+        ("2e0", StatusCode::OK),
+        ("2.5", StatusCode::UNPROCESSABLE_ENTITY),
+        ("21.0", StatusCode::UNPROCESSABLE_ENTITY),
+        ("null", StatusCode::OK),
+    ] {
+        let body = format!(r#"{{"text": "CUDA out of memory", "limit": {limit}}}"#);
+        let reply = send(
+            Request::post("/api/v1/diagnose")
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(body))
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(reply.status, status, "limit {limit}: {}", reply.body);
+    }
 }
 
 #[tokio::test]
@@ -220,4 +290,64 @@ async fn healthz_answers() {
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.json()["status"], "ok");
     assert_eq!(reply.json()["entries"], 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_the_limit_is_read_answered_413_and_the_connection_kept() {
+    let server = common::serve_fixture().await;
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let head = "POST /api/v1/diagnose HTTP/1.1\r\nhost: errbook\r\ncontent-type: application/json";
+    let big = format!(r#"{{"text": "{}"}}"#, "a".repeat(2 << 20));
+    let reply = common::exchange(&mut stream, head, big.as_bytes())
+        .await
+        .expect("an answer, not a reset connection");
+    assert_eq!(reply.status, 413);
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/problem+json")
+    );
+    let detail = reply.json()["detail"].as_str().unwrap().to_string();
+    assert!(detail.contains("1048576 bytes"), "{detail}");
+    let reply = common::exchange(
+        &mut stream,
+        "GET /api/v1/search?q=GPU HTTP/1.1\r\nhost: errbook",
+        b"",
+    )
+    .await
+    .expect("the connection still open");
+    assert_eq!(reply.status, 200);
+
+    // A body announced past what is ever read is refused at once, and the
+    // connection closed rather than read for minutes.
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let announced = errbook::web::DRAINED_BYTES + 1;
+    stream
+        .write_all(format!("{head}\r\ncontent-length: {announced}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_to_end(&mut answer),
+    )
+    .await
+    .expect("answered and closed at once")
+    .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+}
+
+#[tokio::test]
+async fn a_busy_server_says_when_to_try_again() {
+    let app = common::fixture_app_with_timeout(std::time::Duration::from_millis(100));
+    for uri in ["/api/v1/diagnose", "/diagnose"] {
+        let request = Request::post(uri)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(common::stalled_body())
+            .unwrap();
+        let reply = common::reply_of(app.clone().oneshot(request).await.unwrap()).await;
+        assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE, "{uri}");
+        assert_eq!(reply.headers[header::RETRY_AFTER], "2", "{uri}");
+    }
 }

@@ -104,16 +104,39 @@ fn conform(doc: &Value, schema: &Value, value: &Value, at: &str, errors: &mut Ve
     }
 }
 
-/// Asserts that `reply` is what the document promises for `method path`.
+/// `value`, or what its `$ref` (within the document) points at.
+fn resolve<'a>(doc: &'a Value, value: &'a Value) -> &'a Value {
+    match value["$ref"].as_str() {
+        Some(reference) => {
+            let target =
+                (reference.trim_start_matches("#/").split('/')).fold(doc, |at, part| &at[part]);
+            assert!(!target.is_null(), "dangling $ref {reference}");
+            target
+        }
+        None => value,
+    }
+}
+
+/// Asserts that `reply` is what the document promises for `method path`, headers the
+/// response declares required included.
 fn assert_documented(doc: &Value, method: &str, path: &str, reply: &Reply) {
     let operation = &doc["paths"][path][method];
     assert!(!operation.is_null(), "{method} {path} is not documented");
-    let response = &operation["responses"][reply.status.as_str()];
+    let response = resolve(doc, &operation["responses"][reply.status.as_str()]);
     assert!(
         !response.is_null(),
         "{method} {path}: status {} is not documented",
         reply.status
     );
+    for (name, header) in response["headers"].as_object().into_iter().flatten() {
+        if header["required"] == true {
+            assert!(
+                reply.headers.contains_key(name.as_str()),
+                "{method} {path} {}: no {name} header",
+                reply.status
+            );
+        }
+    }
     let content_type = reply.content_type().split(';').next().unwrap_or("");
     let schema = &response["content"][content_type]["schema"];
     assert!(
@@ -245,8 +268,26 @@ async fn every_api_error_is_problem_json_with_the_right_status() {
     let p = problem(&reply, StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(reply.headers[header::ALLOW], "POST");
     assert_eq!(p["detail"], "GET is not accepted here; use POST");
+    assert_documented(&doc, "post", "/api/v1/diagnose", &reply);
     let reply = send(post_json("/api/v1/search", "{}")).await;
     problem(&reply, StatusCode::METHOD_NOT_ALLOWED);
+    assert_documented(&doc, "get", "/api/v1/search", &reply);
+
+    let reply = get("/api/v1/search?q=%20").await;
+    problem(&reply, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_documented(&doc, "get", "/api/v1/search", &reply);
+    let reply = get(&format!("/api/v1/entries?x={}", "a".repeat(17 << 10))).await;
+    problem(&reply, StatusCode::URI_TOO_LONG);
+    assert_documented(&doc, "get", "/api/v1/entries", &reply);
+    let reply = send(
+        Request::get("/api/v1/entries/nccl-invalid-usage")
+            .header("x-large", "a".repeat(33 << 10))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    problem(&reply, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+    assert_documented(&doc, "get", "/api/v1/entries/{slug}", &reply);
 
     // Too large, announced by Content-Length or streamed without it.
     let big = format!(
@@ -419,4 +460,165 @@ async fn one_answer_in_one_shape_from_the_command_line_the_api_and_mcp() {
     assert_eq!(cli["matches"][0]["slug"], "cuda-oom", "{cli:#}");
     assert_eq!(cli, api);
     assert_eq!(api, mcp);
+}
+
+#[tokio::test]
+async fn the_document_names_its_server_and_refuses_blank_texts_as_the_server_does() {
+    let doc = openapi().await;
+    assert_eq!(doc["servers"][0]["url"], "/");
+    let q = (doc["paths"]["/api/v1/search"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter())
+    .find(|p| p["name"] == "q")
+    .unwrap()["schema"]
+        .clone();
+    let text = doc["components"]["schemas"]["DiagnoseRequest"]["properties"]["text"].clone();
+    for schema in [&q, &text] {
+        assert_eq!(schema["minLength"], 1, "{schema}");
+        let pattern = regex::Regex::new(schema["pattern"].as_str().unwrap()).unwrap();
+        for blank in ["", " ", "\t\r\n", "\u{a0}\u{3000}\u{2028}"] {
+            assert!(!pattern.is_match(blank), "{blank:?}");
+        }
+        for text in ["x", "  NCCL  ", "\u{feff}", "\u{1c}", "显存"] {
+            assert!(pattern.is_match(text), "{text:?}");
+        }
+    }
+    // What the pattern refuses, the server refuses; what it takes, the server takes.
+    for (text, status) in [
+        ("\u{a0}\u{3000}", StatusCode::UNPROCESSABLE_ENTITY),
+        ("\u{feff}", StatusCode::OK),
+        ("\u{1c}", StatusCode::OK),
+    ] {
+        let body = json!({ "text": text }).to_string();
+        let reply = send(post_json("/api/v1/diagnose", &body)).await;
+        assert_eq!(reply.status, status, "{text:?}: {}", reply.body);
+        let reply = get(&format!("/api/v1/search?q={}", common::encode(text))).await;
+        assert_eq!(reply.status, status, "{text:?}: {}", reply.body);
+    }
+
+    let kb = Kb::load(&common::fixture_dir()).unwrap();
+    let state = AppState::new(SearchIndex::build(Arc::new(kb)).unwrap())
+        .with_public_url("https://errbook.example.com/")
+        .unwrap();
+    let response = app(state)
+        .oneshot(
+            Request::get("/api/v1/openapi.json")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let doc: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(doc["servers"][0]["url"], "https://errbook.example.com");
+}
+
+#[tokio::test]
+async fn every_operation_lists_every_status_it_can_answer_and_has_an_example() {
+    let doc = openapi().await;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            let responses = &operation["responses"];
+            for status in ["200", "405", "408", "413", "414", "431", "503"] {
+                let response = resolve(&doc, &responses[status]);
+                assert!(!response.is_null(), "{method} {path}: no {status}");
+                if status != "200" {
+                    let content = &response["content"]["application/problem+json"];
+                    assert!(!content.is_null(), "{method} {path} {status}: {response}");
+                }
+            }
+            let header = |status: &str, name: &str| {
+                resolve(&doc, &responses[status])["headers"][name]["required"] == true
+            };
+            assert!(header("405", "Allow"), "{method} {path}");
+            assert!(header("503", "Retry-After"), "{method} {path}");
+
+            let parameters = operation["parameters"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let body = &operation["requestBody"]["content"]["application/json"];
+            let answer = &responses["200"]["content"]["application/json"];
+            let examples = parameters
+                .iter()
+                .filter(|p| !p["example"].is_null())
+                .count()
+                + usize::from(!body["example"].is_null())
+                + usize::from(!answer["example"].is_null());
+            assert!(examples > 0, "{method} {path} has no example");
+            // Each example fits its schema.
+            let mut errors = Vec::new();
+            for p in &parameters {
+                if !p["example"].is_null() {
+                    conform(
+                        &doc,
+                        &p["schema"],
+                        &p["example"],
+                        &format!("{path} {}", p["name"]),
+                        &mut errors,
+                    );
+                }
+            }
+            for (content, at) in [(body, "request"), (answer, "answer")] {
+                if !content["example"].is_null() {
+                    conform(
+                        &doc,
+                        &content["schema"],
+                        &content["example"],
+                        &format!("{path} {at}"),
+                        &mut errors,
+                    );
+                }
+            }
+            assert!(errors.is_empty(), "{errors:#?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_documented_examples_are_answered_as_documented() {
+    let doc = openapi().await;
+    let search = &doc["paths"]["/api/v1/search"]["get"]["parameters"];
+    let query: Vec<String> = (search.as_array().unwrap().iter())
+        .filter(|p| p["name"] != "tag")
+        .map(|p| {
+            format!(
+                "{}={}",
+                p["name"].as_str().unwrap(),
+                common::encode(p["example"].to_string().trim_matches('"'))
+            )
+        })
+        .collect();
+    let reply = get(&format!("/api/v1/search?{}", query.join("&"))).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_documented(&doc, "get", "/api/v1/search", &reply);
+    let example = &doc["paths"]["/api/v1/diagnose"]["post"]["requestBody"]["content"]["application/json"]
+        ["example"];
+    let reply = send(post_json("/api/v1/diagnose", &example.to_string())).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_documented(&doc, "post", "/api/v1/diagnose", &reply);
+    let slug = &doc["paths"]["/api/v1/entries/{slug}"]["get"]["parameters"][0]["example"];
+    // The example names an entry of the shipped knowledge base, not of the fixtures.
+    let reply = get(&format!("/api/v1/entries/{}", slug.as_str().unwrap())).await;
+    assert_documented(&doc, "get", "/api/v1/entries/{slug}", &reply);
+    assert!(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("kb/nccl/{}.md", slug.as_str().unwrap()))
+            .exists(),
+        "{slug}"
+    );
+}
+
+#[tokio::test]
+async fn a_busy_answer_is_documented_with_its_retry_after() {
+    let doc = openapi().await;
+    let app = common::fixture_app_with_timeout(std::time::Duration::from_millis(100));
+    let request = Request::post("/api/v1/diagnose")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(common::stalled_body())
+        .unwrap();
+    let reply = common::reply_of(app.oneshot(request).await.unwrap()).await;
+    problem(&reply, StatusCode::SERVICE_UNAVAILABLE);
+    assert_documented(&doc, "post", "/api/v1/diagnose", &reply);
 }

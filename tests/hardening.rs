@@ -98,14 +98,23 @@ async fn a_body_over_one_mebibyte_is_413_with_a_message_on_page_and_api() {
     )
     .await;
     assert_problem(&api, StatusCode::PAYLOAD_TOO_LARGE, "1048576 bytes");
+    // `/mcp` reads more (a paste the tool refuses in words the model reads), but not
+    // without end, and says so in a JSON-RPC error.
+    let huge = "x".repeat(errbook::web::MCP_MAX_BODY_BYTES + 1);
     let mcp = send(
         Request::post("/mcp")
             .header(header::CONTENT_TYPE, "application/json")
-            .body(Body::from(big))
+            .body(Body::from(huge))
             .unwrap(),
     )
     .await;
     assert_eq!(mcp.status, StatusCode::PAYLOAD_TOO_LARGE);
+    let error = &mcp.json()["error"];
+    assert!(
+        (error["message"].as_str().unwrap())
+            .contains(&format!("{} bytes", errbook::web::MCP_MAX_BODY_BYTES)),
+        "{error}"
+    );
 }
 
 #[tokio::test]

@@ -197,6 +197,14 @@ async fn a_session_initializes_lists_tools_and_pings() {
         assert_eq!(input["additionalProperties"], false, "{tool}");
         assert!(input["properties"].is_object());
         assert_eq!(input["required"].as_array().unwrap().len(), 1, "{tool}");
+        for (name, property) in input["properties"].as_object().unwrap() {
+            if property["type"] == "string" {
+                assert!(
+                    property["maxLength"].as_u64().is_some_and(|n| n > 0),
+                    "{name} of {tool} has no maxLength"
+                );
+            }
+        }
         let output = &tool["outputSchema"];
         assert_eq!(output["type"], "object", "{tool}");
         assert!(output["properties"].is_object());
@@ -205,14 +213,24 @@ async fn a_session_initializes_lists_tools_and_pings() {
 }
 
 #[tokio::test]
-async fn initialize_offers_its_own_version_to_a_client_asking_for_another() {
-    let result = rpc(
-        "initialize",
-        json!({ "protocolVersion": "2024-11-05", "capabilities": {},
-                "clientInfo": { "name": "old", "version": "0" } }),
-    )
-    .await;
-    assert_eq!(result["result"]["protocolVersion"], "2025-06-18");
+async fn initialize_answers_with_the_version_asked_for_when_it_speaks_it() {
+    for (asked, answered) in [
+        (json!("2025-06-18"), "2025-06-18"),
+        (json!("2025-03-26"), "2025-03-26"),
+        // Versions it does not speak get the latest it does.
+        (json!("2024-11-05"), "2025-06-18"),
+        (json!("2025-11-25"), "2025-06-18"),
+        (json!(20250326), "2025-06-18"),
+        (Value::Null, "2025-06-18"),
+    ] {
+        let result = rpc(
+            "initialize",
+            json!({ "protocolVersion": asked, "capabilities": {},
+                    "clientInfo": { "name": "client", "version": "0" } }),
+        )
+        .await;
+        assert_eq!(result["result"]["protocolVersion"], answered, "{asked}");
+    }
 }
 
 #[tokio::test]
@@ -246,6 +264,11 @@ async fn search_finds_the_entry_and_matches_its_output_schema() {
     assert_eq!(top["url"], "/entries/nccl-invalid-usage");
     assert_eq!(top["tags"], json!(["nccl", "ddp"]));
     assert!(!top["snippet"].as_str().unwrap().is_empty());
+    // The fix in brief, without a `fetch`.
+    assert!(
+        (top["summary"].as_str().unwrap()).starts_with("DDP was given"),
+        "{top}"
+    );
     assert_eq!(out["truncated"], false);
 }
 
@@ -260,39 +283,131 @@ async fn search_honours_limit_and_tag() {
             "{r}"
         );
     }
-    let message = call_err("search", json!({ "query": "GPU", "tag": "no-such-tag" })).await;
-    assert!(
-        message.contains("nccl") && message.contains("autograd"),
-        "{message}"
-    );
+    for tag in [
+        "no-such-tag",
+        "NCCL",
+        "a-tag-longer-than-any-the-knowledge-base-has",
+    ] {
+        let message = call_err("search", json!({ "query": "GPU", "tag": tag })).await;
+        assert!(
+            message.contains("`tag` must be one of") && message.contains("autograd"),
+            "{message}"
+        );
+    }
 }
 
 #[tokio::test]
-async fn fetch_returns_the_markdown_and_metadata() {
+async fn fetch_gives_what_a_model_needs_and_no_regexes_or_file_names() {
     let out = call_ok("fetch", json!({ "id": "nccl-invalid-usage" })).await;
     assert_eq!(out["id"], "nccl-invalid-usage");
     assert_eq!(out["url"], "/entries/nccl-invalid-usage");
     assert_eq!(
-        out["title_zh"],
-        "NCCL invalid usage：模型与 device_ids 不在同一张卡"
+        out["title"],
+        "NCCL invalid usage when the model sits on another GPU"
     );
-    let text = out["text"].as_str().unwrap();
-    assert!(text.starts_with("## Symptom"), "{text}");
-    assert!(text.contains("model.to(local_rank)"), "{text}");
-    let meta = &out["metadata"];
-    assert!(
-        meta["summary"]
-            .as_str()
-            .unwrap()
-            .starts_with("DDP was given")
-    );
-    assert_eq!(meta["signatures"][0], "ncclInvalidUsage");
-    assert_eq!(meta["related"], json!(["launcher-wrapper"]));
+    let text = |field: &str| out[field].as_str().unwrap().to_string();
+    assert!(text("summary").starts_with("DDP was given"), "{out:#}");
+    assert!(text("symptoms").contains("ncclInvalidUsage"), "{out:#}");
+    assert!(text("cause").contains("device_ids"), "{out:#}");
+    assert!(text("fix").contains("model.to(local_rank)"), "{out:#}");
+    assert!(text("verify").contains("training starts"), "{out:#}");
+    for (field, section) in [("symptoms", "Symptom"), ("cause", "Cause"), ("fix", "Fix")] {
+        assert!(
+            !text(field).contains("## "),
+            "{field} holds the {section} section only"
+        );
+    }
+    assert_eq!(out["causes"], json!([]));
+    assert_eq!(out["related"][0]["id"], "launcher-wrapper");
+    assert!(out["related"][0]["title"].is_string());
     assert_eq!(
-        meta["sources"][0],
-        "https://pytorch.org/docs/stable/notes/ddp.html"
+        out["references"],
+        json!(["https://pytorch.org/docs/stable/notes/ddp.html"])
     );
     assert_eq!(out["truncated"], false);
+    let whole = out.to_string();
+    // The entry's regex signature (`ProcessGroupNCCL\.cpp:\d+`) is for diagnosis only.
+    assert!(
+        !whole.contains(r"\\d+") && !whole.contains("signatures"),
+        "{whole}"
+    );
+
+    // A source that is a file the entry was drawn from stays out; the versions stay.
+    let out = call_ok("fetch", json!({ "id": "view-inplace" })).await;
+    assert_eq!(out["references"], json!([]));
+    assert!(!out.to_string().contains("seed"), "{out:#}");
+    assert_eq!(out["versions"][0]["package"], "torch");
+    assert_eq!(out["versions"][0]["fixed"], "1.11.0");
+}
+
+/// An entry whose symptom has two causes, each with its own fix.
+const BRANCHED: &str = r#"---
+slug: loss-nan
+title: "Loss becomes NaN"
+title_zh: "loss 变成 NaN"
+summary: "The loss turns NaN; the cause decides the fix."
+summary_zh: "loss 变成 NaN；原因不同修法不同。"
+tags: [amp]
+signatures:
+  - "loss is nan"
+symptoms:
+  - "loss is nan after a few steps"
+branches:
+  - id: overflow
+    title: "fp16 overflow"
+    title_zh: "fp16 溢出"
+    when: ["overflow in fp16"]
+    fix: "Use bf16 or a GradScaler on {rank|every rank}."
+    fix_zh: "换 bf16 或 GradScaler。"
+  - id: bad-data
+    title: "A bad sample"
+    title_zh: "坏样本"
+    when: ["nan in input"]
+    fix: "Check the inputs for NaN."
+    fix_zh: "检查输入里的 NaN。"
+---
+
+## Symptom
+
+The loss prints `nan`.
+
+## Cause
+
+It depends: see the causes.
+
+## Fix
+
+Pick the fix of the cause.
+
+## Verify
+
+The loss stays finite.
+"#;
+
+#[tokio::test]
+async fn fetch_lists_each_cause_with_its_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("loss-nan.md"), BRANCHED).unwrap();
+    let kb = errbook::kb::Kb::load(dir.path()).unwrap();
+    let index = errbook::search::SearchIndex::build(std::sync::Arc::new(kb)).unwrap();
+    let app = errbook::app(errbook::AppState::new(index));
+    let call = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": { "name": "fetch", "arguments": { "id": "loss-nan" } } });
+    let request = Request::post("/mcp")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(call.to_string()))
+        .unwrap();
+    let reply = common::reply_of(app.oneshot(request).await.unwrap()).await;
+    let out = &reply.json()["result"]["structuredContent"];
+    assert_eq!(
+        out["causes"],
+        json!([
+            { "id": "overflow", "title": "fp16 overflow",
+              "fix": "Use bf16 or a GradScaler on every rank." },
+            { "id": "bad-data", "title": "A bad sample", "fix": "Check the inputs for NaN." },
+        ]),
+        "{out:#}"
+    );
 }
 
 #[tokio::test]
@@ -583,4 +698,170 @@ async fn a_body_not_sent_as_json_is_415() {
                 .contains("application/json")
         );
     }
+}
+
+// ---- limits ----------------------------------------------------------------------------
+
+/// A `tools/call` of `diagnose` on `text`, as an SDK writes it.
+fn diagnose_call(id: u32, text: &str) -> String {
+    json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": "diagnose", "arguments": { "text": text } } })
+    .to_string()
+}
+
+const MCP_HEAD: &str = "POST /mcp HTTP/1.1\r\nhost: errbook\r\ncontent-type: application/json\r\n\
+                        accept: application/json, text/event-stream";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paste_over_a_mebibyte_gets_a_tool_error_and_the_connection_goes_on() {
+    let server = common::serve_fixture().await;
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    // Over 1 MiB: read whole, and refused by the tool, in a result the model reads.
+    let paste =
+        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, invalid usage\n".repeat(16_000);
+    assert!(paste.len() > 1 << 20);
+    let reply = common::exchange(&mut stream, MCP_HEAD, diagnose_call(3, &paste).as_bytes())
+        .await
+        .expect("an answer, not a reset connection");
+    assert_eq!(reply.status, 200);
+    let json = reply.json();
+    assert_eq!(json["id"], 3, "{json}");
+    assert_eq!(json["result"]["isError"], true, "{json}");
+    let message = json["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("{} characters", paste.chars().count()))
+            && message.contains("send at most 524288 characters")
+            && message.contains("traceback"),
+        "{message}"
+    );
+    // The same connection answers the next call of the same session.
+    let search = json!({ "jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                         "params": { "name": "search", "arguments": { "query": "ncclInvalidUsage" } } });
+    let reply = common::exchange(&mut stream, MCP_HEAD, search.to_string().as_bytes())
+        .await
+        .expect("the connection still open");
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        reply.json()["result"]["structuredContent"]["results"][0]["id"],
+        "nccl-invalid-usage"
+    );
+
+    // Past what `/mcp` reads at all: the body is still read and dropped, and the answer
+    // is a JSON-RPC error an SDK hands to the caller.
+    let huge = diagnose_call(5, &"x".repeat(errbook::web::MCP_MAX_BODY_BYTES));
+    let reply = common::exchange(&mut stream, MCP_HEAD, huge.as_bytes())
+        .await
+        .expect("an answer, not a reset connection");
+    assert_eq!(reply.status, 413);
+    assert!(
+        reply
+            .header("content-type")
+            .unwrap()
+            .starts_with("application/json")
+    );
+    let json = reply.json();
+    assert_eq!(json["jsonrpc"], "2.0");
+    assert_eq!(json["id"], Value::Null);
+    assert_eq!(json["error"]["code"], -32600, "{json}");
+    let message = json["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&errbook::web::MCP_MAX_BODY_BYTES.to_string()),
+        "{message}"
+    );
+    let ping = json!({ "jsonrpc": "2.0", "id": 6, "method": "ping" }).to_string();
+    let reply = common::exchange(&mut stream, MCP_HEAD, ping.as_bytes())
+        .await
+        .expect("the connection still open");
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.json()["result"], json!({}));
+}
+
+#[tokio::test]
+async fn the_paste_limit_counts_characters_however_they_are_escaped() {
+    const MAX: usize = 512 * 1024;
+    // The longest paste, every character as large as JSON writes one (a surrogate pair
+    // of `\uXXXX` escapes, 12 bytes), fits what `/mcp` reads; one more character is
+    // the tool's refusal.
+    for (chars, refused) in [(MAX, false), (MAX + 1, true)] {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"diagnose","arguments":{{"text":"RuntimeError: {}"}}}}}}"#,
+            r"\ud83d\ude00".repeat(chars - "RuntimeError: ".len())
+        );
+        assert!(body.len() <= errbook::web::MCP_MAX_BODY_BYTES);
+        let reply = post_raw(&body, &[]).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        let result = &reply.json()["result"];
+        assert_eq!(result["isError"], refused, "{chars}: {result}");
+    }
+}
+
+#[tokio::test]
+async fn limits_given_as_json_schema_integers_are_taken() {
+    for limit in [json!(2.0), json!(2e0)] {
+        let out = call_ok("search", json!({ "query": "GPU", "limit": limit })).await;
+        assert!(out["results"].as_array().unwrap().len() <= 2, "{limit}");
+        call_ok(
+            "diagnose",
+            json!({ "text": NCCL_TRACEBACK, "limit": limit }),
+        )
+        .await;
+    }
+    let message = call_err("search", json!({ "query": "GPU", "limit": 2.5 })).await;
+    assert!(message.contains("integer"), "{message}");
+    let long = "GPU ".repeat(600);
+    let message = call_err("search", json!({ "query": long })).await;
+    assert!(
+        message.contains("2400 characters, over the limit of 2000") && message.contains("diagnose"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_busy_server_says_when_to_try_again() {
+    let app = common::fixture_app_with_timeout(std::time::Duration::from_millis(100));
+    let request = Request::post("/mcp")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(common::stalled_body())
+        .unwrap();
+    let reply = common::reply_of(app.oneshot(request).await.unwrap()).await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(reply.headers[header::RETRY_AFTER], "2");
+    assert!(reply.content_type().starts_with("application/json"));
+    let json = reply.json();
+    assert_eq!(json["id"], Value::Null);
+    assert_eq!(json["error"]["code"], -32603, "{json}");
+    assert!(
+        json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("try again in 2 s"),
+        "{json}"
+    );
+}
+
+#[tokio::test]
+async fn evidence_lists_each_paste_line_once_whatever_cites_it() {
+    let paste = "Traceback (most recent call last):\n  File \"train.py\", line 9\n\
+                 RuntimeError: NCCL error: invalid usage on GPU 0 out of memory\n";
+    let out = call_ok("diagnose", json!({ "text": paste })).await;
+    let lines: Vec<u64> = (out["lines"].as_array().unwrap().iter())
+        .map(|l| l["line"].as_u64().unwrap())
+        .collect();
+    let mut distinct = lines.clone();
+    distinct.dedup();
+    assert_eq!(lines, distinct, "each line once, in order: {out:#}");
+    let mut citing = 0;
+    for m in out["matches"].as_array().unwrap() {
+        for e in m["evidence"].as_array().unwrap() {
+            assert!(lines.contains(&e["line"].as_u64().unwrap()), "{e}");
+            assert!(e.get("text").is_none(), "the text is in `lines`: {e}");
+            citing += usize::from(e["line"] == 3);
+        }
+    }
+    assert!(citing >= 2, "line 3 is cited by several matches: {out:#}");
+    let third = &out["lines"].as_array().unwrap()[lines.iter().position(|&l| l == 3).unwrap()];
+    assert_eq!(
+        third["text"],
+        "RuntimeError: NCCL error: invalid usage on GPU 0 out of memory"
+    );
 }

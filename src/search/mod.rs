@@ -320,7 +320,7 @@ impl SearchIndex {
     }
 
     /// One page of ranked hits for `query`, with snippets, and how many there are in
-    /// all. An empty query lists the tag's entries (or nothing). Shared with the cache
+    /// all. An empty query lists the tag's entries (without a tag, the first entries). Shared with the cache
     /// of answers, so neither a new nor a repeated search copies the hits.
     pub fn search(&self, query: &SearchQuery) -> Result<Arc<Found>, SearchError> {
         if let Some(found) = self.answers.get(query) {
@@ -334,13 +334,20 @@ impl SearchIndex {
     fn search_uncached(&self, query: &SearchQuery) -> Result<Found, SearchError> {
         let analysed = self.analyse(&query.text);
         let plan = self.scorer.plan(&analysed)?;
-        let (ranked, total) = self.ranked(
-            plan.as_ref(),
-            query.tag.as_deref(),
-            query.offset.saturating_add(query.limit),
-            Scoring::Exact,
-            true,
-        )?;
+        let wanted = query.offset.saturating_add(query.limit);
+        let (ranked, total) = if query.text.is_empty() && query.tag.is_none() {
+            // Neither words nor a tag: the first entries, as a tag alone lists its own.
+            let all = self.kb.len();
+            ((0..all.min(wanted)).map(|e| (e, 1.0)).collect(), all)
+        } else {
+            self.ranked(
+                plan.as_ref(),
+                query.tag.as_deref(),
+                wanted,
+                Scoring::Exact,
+                true,
+            )?
+        };
         let highlighter = match &plan {
             Some(plan) => self.highlighter(plan)?,
             None => None,

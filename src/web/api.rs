@@ -1,6 +1,8 @@
 //! The JSON API under `/api/v1`: typed query parameters in, typed responses out,
 //! errors as problem+json. The OpenAPI document is generated from these handlers and
-//! types (`openapi()`), so it cannot drift from them.
+//! types (`routes()`), so it cannot drift from them; what the types cannot say (the
+//! non-blank rule, the refusals every route can give) is added to it in one place,
+//! `document`.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -12,12 +14,14 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, AppError, Problem};
-use super::{AppState, WatchState};
+use super::error_bodies::RETRY_AFTER_SECS;
+use super::{AppState, MAX_BODY_BYTES, NON_BLANK, WatchState, integer};
 use crate::answer::{Affected, DiagnoseResponse, SearchResponse};
 use crate::diagnose;
 use crate::kb::Entry;
@@ -43,8 +47,9 @@ const MAX_OFFSET: usize = u32::MAX as usize;
 )]
 struct ApiDoc;
 
-/// The `/api/v1` routes and their OpenAPI 3.1 document.
-pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
+/// The `/api/v1` routes and their OpenAPI 3.1 document, whose server is `public_url`
+/// when given (else `/`, where the document was read from).
+pub fn routes(public_url: Option<&str>) -> (axum::Router<AppState>, Value) {
     let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(search))
         .routes(routes!(diagnose))
@@ -57,18 +62,121 @@ pub fn routes() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
         .into_iter()
         .map(|(path, item)| (format!("/api/v1{path}"), item))
         .collect();
+    let mut doc = serde_json::to_value(&doc).unwrap_or_default();
+    document(&mut doc, public_url);
     (router, doc)
+}
+
+/// Adds to the generated document what its types cannot say: the server, the rule that
+/// `q` and `text` are not blank, and the refusals every route can give (a wrong method,
+/// a body that is too large or too slow, a long address or headers, errbook busy).
+fn document(doc: &mut Value, public_url: Option<&str>) {
+    doc["servers"] = json!([{
+        "url": public_url.unwrap_or("/"),
+        "description": "This errbook server",
+    }]);
+    let search = &mut doc["paths"]["/api/v1/search"]["get"]["parameters"];
+    for parameter in search.as_array_mut().into_iter().flatten() {
+        if parameter["name"] == "q" {
+            non_blank(&mut parameter["schema"]);
+        }
+    }
+    non_blank(&mut doc["components"]["schemas"]["DiagnoseRequest"]["properties"]["text"]);
+    let mut refusals = serde_json::Map::new();
+    for (status, name, description, header) in REFUSALS {
+        let mut response = json!({
+            "description": description,
+            "content": { "application/problem+json": {
+                "schema": { "$ref": "#/components/schemas/Problem" },
+            } },
+        });
+        if let Some((header, what)) = header {
+            let schema = match header {
+                "Retry-After" => json!({ "type": "integer", "example": RETRY_AFTER_SECS }),
+                _ => json!({ "type": "string" }),
+            };
+            response["headers"] = json!({ header: {
+                "description": what,
+                "required": true,
+                "schema": schema,
+            } });
+        }
+        refusals.insert(name.to_string(), response);
+        for item in doc["paths"]
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|p| p.values_mut())
+        {
+            for operation in item
+                .as_object_mut()
+                .into_iter()
+                .flat_map(|i| i.values_mut())
+            {
+                let responses = &mut operation["responses"];
+                if responses.get(status).is_none() {
+                    responses[status] = json!({ "$ref": format!("#/components/responses/{name}") });
+                }
+            }
+        }
+    }
+    doc["components"]["responses"] = Value::Object(refusals);
+}
+
+/// What every route can answer before its handler runs: status, name, description,
+/// and the header it carries.
+#[allow(clippy::type_complexity)]
+const REFUSALS: [(&str, &str, &str, Option<(&str, &str)>); 6] = [
+    (
+        "405",
+        "MethodNotAllowed",
+        "The method is not one this path accepts",
+        Some(("Allow", "The methods this path accepts")),
+    ),
+    (
+        "408",
+        "RequestTimeout",
+        "A request body that stopped arriving (a pause over 3 s, or over 10 s in all)",
+        None,
+    ),
+    ("413", "PayloadTooLarge", "A request body over 1 MiB", None),
+    (
+        "414",
+        "UriTooLong",
+        "An address over 16 KiB (past 64 KiB of request head, an empty answer)",
+        None,
+    ),
+    (
+        "431",
+        "HeadersTooLarge",
+        "Headers over 32 KiB (past 64 KiB of request head or 1,000 fields, an empty answer)",
+        None,
+    ),
+    (
+        "503",
+        "Unavailable",
+        "No answer within the request timeout (15 s by default): errbook is busy",
+        Some(("Retry-After", "Seconds to wait before trying again")),
+    ),
+];
+
+/// A string schema that must not be blank (see [`NON_BLANK`]).
+fn non_blank(schema: &mut Value) {
+    schema["minLength"] = 1.into();
+    schema["pattern"] = NON_BLANK.into();
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct SearchQueryParams {
-    /// Words or an error message, in English or Chinese.
+    /// Words or an error message, in English or Chinese; not blank. Without it, entries
+    /// are listed: the tag's, or without a tag the first ones.
+    #[param(example = "NCCL watchdog timeout")]
     pub q: Option<String>,
     /// Only entries with this tag (see `GET /api/v1/entries`).
+    #[param(example = "nccl")]
     pub tag: Option<String>,
     /// Number of hits, 1 to 100 (default 10).
-    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 100, example = 5)]
     pub limit: Option<String>,
     /// Hits to skip, from 0 (default 0): `offset` + `limit` asks for the next page, up
     /// to `total` in the answer. Past the last hit the answer has no hits.
@@ -76,7 +184,7 @@ pub struct SearchQueryParams {
     pub offset: Option<String>,
 }
 
-/// The whole number in a query parameter `name` (absent or blank: `default`), which
+/// The whole number in a query parameter `name` (absent: `default`; an integer as JSON Schema counts one), which
 /// must lie in `range`; else a 422 that says what was wrong.
 fn number_param(
     name: &str,
@@ -84,20 +192,29 @@ fn number_param(
     default: usize,
     range: std::ops::RangeInclusive<usize>,
 ) -> Result<usize, AppError> {
-    match raw.map(str::trim) {
-        None | Some("") => Ok(default),
-        Some(raw) => raw
-            .parse::<usize>()
-            .ok()
-            .filter(|n| range.contains(n))
-            .ok_or_else(|| {
-                AppError::Unprocessable(format!(
-                    "`{name}` must be a whole number from {} to {}, got `{raw}`",
-                    range.start(),
-                    range.end()
-                ))
-            }),
+    let Some(raw) = raw else {
+        return Ok(default);
+    };
+    query_integer(raw)
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| range.contains(n))
+        .ok_or_else(|| {
+            AppError::Unprocessable(format!(
+                "`{name}` must be a whole number from {} to {}, got `{}`",
+                range.start(),
+                range.end(),
+                diagnose::clip(raw, 40)
+            ))
+        })
+}
+
+/// A query-string value that is an integer as JSON Schema counts one: a JSON number,
+/// written without spaces, with no fractional part (`5`, `5.0`, `5e0`).
+fn query_integer(raw: &str) -> Option<i64> {
+    if raw.is_empty() || raw.bytes().any(|b| b.is_ascii_whitespace()) {
+        return None;
     }
+    integer(&serde_json::from_str(raw).ok()?)
 }
 
 /// `value` as an `application/json` response, written into a buffer of about the size
@@ -120,7 +237,7 @@ fn json_response<T: Serialize>(value: &T, size: usize) -> Response {
 }
 
 /// Full-text search. `q` is analysed as words (never as query syntax); a `tag` alone
-/// lists that tag's entries.
+/// lists that tag's entries, and neither lists the first entries.
 #[utoipa::path(
     get,
     path = "/search",
@@ -130,7 +247,7 @@ fn json_response<T: Serialize>(value: &T, size: usize) -> Response {
     responses(
         (status = 200, description = "Ranked hits, best first", body = SearchResponse),
         (status = 400, description = "Malformed query string", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "No query, or `limit` or `offset` out of range", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A blank `q`, or `limit` or `offset` not a whole number in range", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn search(
@@ -146,18 +263,20 @@ pub async fn search(
         1..=MAX_LIMIT,
     )?;
     let offset = number_param("offset", params.offset.as_deref(), 0, 0..=MAX_OFFSET)?;
+    if params.q.as_deref().is_some_and(|q| q.trim().is_empty()) {
+        return Err(AppError::Unprocessable(
+            "`q` is blank: give words or an error message, or leave `q` out to list \
+             entries (with `tag`, that tag's)"
+                .into(),
+        )
+        .into());
+    }
     let query = SearchQuery::new(
         params.q.as_deref().unwrap_or(""),
         params.tag.as_deref(),
         limit,
     )
     .from(offset);
-    if query.text.is_empty() && query.tag.is_none() {
-        return Err(AppError::Unprocessable(
-            "give a query in `q` (or a `tag` to list its entries)".into(),
-        )
-        .into());
-    }
     let found = served.index.search(&query)?;
     let response = state.answers(&served).search(query, &found);
     Ok(json_response(&response, response.size()))
@@ -166,11 +285,11 @@ pub async fn search(
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct DiagnoseRequest {
     /// The whole traceback or log as pasted (prefixes, colours and repeats are fine), or
-    /// a question in words.
+    /// a question in words; not blank.
     pub text: String,
     /// Number of matches, 1 to 20 (default 5).
-    #[schema(minimum = 1, maximum = 20)]
-    pub limit: Option<i64>,
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 20)]
+    pub limit: Option<serde_json::Number>,
 }
 
 /// Names the known problem behind a traceback, log or question, with the paste lines
@@ -181,13 +300,16 @@ pub struct DiagnoseRequest {
     path = "/diagnose",
     tag = "diagnose",
     operation_id = "diagnose",
-    request_body = DiagnoseRequest,
+    request_body(content = DiagnoseRequest, example = json!({
+        "text": "[rank1]: torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Connection reset by peer",
+        "limit": 3,
+    })),
     responses(
         (status = 200, description = "The verdict, matches with evidence, and what was parsed", body = DiagnoseResponse),
         (status = 400, description = "Malformed JSON or no `text` field (invalid UTF-8 is replaced, not refused)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 1 MiB", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body not sent as application/json", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Empty `text`, or `limit` out of range", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A blank `text`, or `limit` not a whole number from 1 to 20", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn diagnose(
@@ -195,7 +317,16 @@ pub async fn diagnose(
     LossyJson(request): LossyJson<DiagnoseRequest>,
 ) -> Result<Response, ApiError> {
     let served = state.served();
-    let request = diagnose::Request::text(request.text, request.limit)?;
+    let limit = match &request.limit {
+        None => None,
+        Some(n) => Some(integer(&Value::Number(n.clone())).ok_or_else(|| {
+            AppError::Unprocessable(format!(
+                "`limit` must be a whole number from 1 to {}, got {n}",
+                diagnose::MAX_MATCHES
+            ))
+        })?),
+    };
+    let request = diagnose::Request::text(request.text, limit)?;
     let d = state.diagnose(&served, request).await?;
     let response = state.answers(&served).diagnosis(&d);
     Ok(json_response(&response, response.size()))
@@ -237,7 +368,17 @@ pub struct EntryListResponse {
     path = "/entries",
     tag = "entries",
     operation_id = "list_entries",
-    responses((status = 200, description = "All entries, by slug", body = EntryListResponse))
+    responses((status = 200, description = "All entries, by slug", body = EntryListResponse, example = json!({
+        "entries": [{
+            "slug": "nccl-watchdog-timeout",
+            "title": "NCCL watchdog timeout: Watchdog caught collective operation timeout",
+            "title_zh": "NCCL watchdog 超时：Watchdog caught collective operation timeout",
+            "summary": "A collective did not complete on every rank within the process-group timeout because at least one rank never reached it; find the rank that is behind and make every rank issue the same collectives.",
+            "summary_zh": "某个集合通信在超时时间内没有在所有 rank 上完成：通常是有 rank 没有走到这次通信；找出落后的 rank，保证所有 rank 调用相同的集合通信。",
+            "tags": ["nccl", "ddp", "hang", "timeout", "debugging"],
+            "url": "/entries/nccl-watchdog-timeout",
+        }],
+    })))
 )]
 pub async fn entries(State(state): State<AppState>) -> Json<EntryListResponse> {
     let served = state.served();
@@ -276,9 +417,10 @@ pub struct EntryResponse {
     path = "/entries/{slug}",
     tag = "entries",
     operation_id = "get_entry",
-    params(("slug" = String, Path, description = "The entry's slug, e.g. `nccl-watchdog-timeout`")),
+    params(("slug" = String, Path, description = "The entry's slug, e.g. `nccl-watchdog-timeout`", example = "nccl-watchdog-timeout")),
     responses(
         (status = 200, description = "The entry", body = EntryResponse),
+        (status = 400, description = "A slug that is not valid UTF-8 once percent-decoded", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No entry has this slug", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -403,7 +545,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for LossyJson<T> {
             Bytes::from_request(request, state)
                 .await
                 .map_err(|rejection| match rejection.status() {
-                    StatusCode::PAYLOAD_TOO_LARGE => AppError::body_too_large(),
+                    StatusCode::PAYLOAD_TOO_LARGE => AppError::body_too_large(MAX_BODY_BYTES),
                     _ => AppError::BadRequest(rejection.body_text()),
                 })?;
         let text = String::from_utf8_lossy(&bytes);

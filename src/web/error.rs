@@ -66,12 +66,12 @@ impl AppError {
         }
     }
 
-    /// A request body over [`super::MAX_BODY_BYTES`], however it was noticed.
-    pub fn body_too_large() -> AppError {
+    /// A request body over `limit` bytes (see [`super::body_limit`]), however it was
+    /// noticed.
+    pub fn body_too_large(limit: usize) -> AppError {
         AppError::PayloadTooLarge(format!(
-            "the request body is over the limit of {} bytes; send the part of the log \
-             around the failure",
-            super::MAX_BODY_BYTES
+            "the request body is over the limit of {limit} bytes; send the part of the \
+             log around the failure"
         ))
     }
 

@@ -9,12 +9,17 @@
 //!   response from the client, is accepted with `202 Accepted` and an empty body;
 //! - three read-only tools, `search`, `fetch` and `diagnose`, whose results carry
 //!   `structuredContent` that matches their `outputSchema`, and the same JSON as text;
-//! - the `MCP-Protocol-Version` header, when sent, must name a version we speak.
+//! - `initialize` answers with the version the client asks for when it is one we speak,
+//!   else the latest we speak; the `MCP-Protocol-Version` header, when sent, must name a
+//!   version we speak.
 //!
 //! Errors follow the spec's split. A message that is not JSON, or not a JSON-RPC request,
 //! is rejected with HTTP 400 and a JSON-RPC error; an unknown method or tool is a
-//! JSON-RPC error; a tool called with bad arguments answers with `isError: true` and a
-//! message the model can act on.
+//! JSON-RPC error; a tool called with bad arguments (a paste over [`MAX_TEXT_CHARS`]
+//! included) answers with `isError: true` and a message the model can act on, since a
+//! client shows the model tool results, not protocol errors. Refusals made before the
+//! message is read (a body over its limit, a wrong method, errbook busy) are JSON-RPC
+//! errors too, with a null id.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -25,10 +30,10 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
 
-use super::{AppState, off_the_runtime};
+use super::{AppState, integer, off_the_runtime};
 use crate::answer::{self, Affected, DiagnoseResponse};
 use crate::diagnose::{DEFAULT_MATCHES, MAX_MATCHES, Request, clip};
-use crate::kb::Entry;
+use crate::kb::{Branch, Kb};
 use crate::search::{SearchError, SearchQuery};
 
 /// The protocol version this server speaks, and answers `initialize` with.
@@ -51,6 +56,12 @@ failures (PyTorch DDP/FSDP, NCCL, CUDA, torchrun), each entry with its cause and
 codes, and `fetch` to read an entry by its id.";
 
 const TOOL_NAMES: &str = "`search`, `fetch` and `diagnose`";
+
+/// Longest paste `diagnose` takes, in characters (what JSON Schema's `maxLength`
+/// counts): far more than the failure's own lines, which is what the model should send.
+pub const MAX_TEXT_CHARS: usize = 512 * 1024;
+/// Longest `search` query: an error message or a question, not a log.
+const MAX_QUERY_CHARS: usize = 2_000;
 
 /// `POST /mcp`: one JSON-RPC message in; a JSON-RPC response, or `202 Accepted`, out.
 pub async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
@@ -132,6 +143,18 @@ fn reject(error: RpcError) -> Response {
 fn reject_with(status: StatusCode, error: RpcError) -> Response {
     let body = Json(RpcResponse::new(None, Outcome::Error(error)));
     (status, body).into_response()
+}
+
+/// A refusal made before the message was read (a limit, a wrong method, errbook busy),
+/// as a JSON-RPC error with a null id: MCP clients hand that to the caller of the
+/// request, where a problem document would be an unexplained HTTP error.
+pub(super) fn http_error(status: StatusCode, detail: String) -> Response {
+    let code = if status.is_server_error() {
+        INTERNAL_ERROR
+    } else {
+        INVALID_REQUEST
+    };
+    reject_with(status, RpcError::new(code, detail))
 }
 
 // ---------------------------------------------------------------------------------
@@ -265,7 +288,7 @@ impl RpcError {
 
 fn dispatch(state: &AppState, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
     match method {
-        "initialize" => Ok(initialize()),
+        "initialize" => Ok(initialize(params.as_ref())),
         "ping" => Ok(json!({})),
         "tools/list" => Ok(json!({ "tools": tool_definitions(state) })),
         "tools/call" => call_tool(state, params),
@@ -280,11 +303,18 @@ fn dispatch(state: &AppState, method: &str, params: Option<Value>) -> Result<Val
     }
 }
 
-/// The answer to `initialize`. Whatever version the client asked for, the server offers
-/// the one it speaks; a client that cannot speak it disconnects.
-fn initialize() -> Value {
+/// The answer to `initialize`: the version the client asked for when the server speaks
+/// it, else the latest it speaks (a client that cannot speak that disconnects), as the
+/// spec's version negotiation says.
+fn initialize(params: Option<&Value>) -> Value {
+    let asked = params
+        .and_then(|p| p.get("protocolVersion"))
+        .and_then(Value::as_str);
+    let version = asked
+        .filter(|v| ACCEPTED_VERSIONS.contains(v))
+        .unwrap_or(PROTOCOL_VERSION);
     json!({
-        "protocolVersion": PROTOCOL_VERSION,
+        "protocolVersion": version,
         "capabilities": { "tools": { "listChanged": false } },
         "serverInfo": {
             "name": "errbook",
@@ -390,19 +420,39 @@ fn arguments<T: DeserializeOwned>(
         }
     };
     arguments.retain(|_, value| !value.is_null());
-    for (name, value) in &arguments {
-        let Some(expected) = schema["properties"].get(name).map(|p| &p["type"]) else {
+    for (name, value) in &mut arguments {
+        let Some(property) = schema["properties"].get(name.as_str()) else {
             return Err(invalid(format!(
                 "`{tool}` has no argument `{}`",
                 clip(name, 40)
             )));
         };
-        let (fits, wanted) = match expected.as_str() {
-            Some("string") => (value.is_string(), "a string"),
-            Some("integer") => (value.is_i64() || value.is_u64(), "an integer"),
-            _ => (true, ""),
+        if let Some(allowed) = property["enum"].as_array()
+            && !allowed.contains(value)
+        {
+            return Err(invalid(format!(
+                "`{name}` must be one of: {}; or leave it out",
+                listed(allowed.iter().filter_map(Value::as_str))
+            )));
+        }
+        let wanted = match property["type"].as_str() {
+            Some("string") => match value.as_str() {
+                None => Some("a string"),
+                Some(text) => {
+                    too_long(name, text, &property["maxLength"]).map_err(invalid)?;
+                    None
+                }
+            },
+            Some("integer") => match integer(value) {
+                Some(n) => {
+                    *value = n.into();
+                    None
+                }
+                None => Some("an integer"),
+            },
+            _ => None,
         };
-        if !fits {
+        if let Some(wanted) = wanted {
             return Err(invalid(format!(
                 "`{name}` must be {wanted}, got {}",
                 clip(&value.to_string(), 40)
@@ -411,6 +461,22 @@ fn arguments<T: DeserializeOwned>(
     }
     serde_json::from_value(Value::Object(arguments))
         .map_err(|e| invalid(format!("invalid arguments for `{tool}`: {e}")))
+}
+
+/// Refuses a text longer than the schema's `maxLength`, in characters, saying how much
+/// to send.
+fn too_long(name: &str, text: &str, max: &Value) -> Result<(), String> {
+    let Some(max) = max.as_u64() else {
+        return Ok(());
+    };
+    let chars = text.chars().count() as u64;
+    if chars <= max {
+        return Ok(());
+    }
+    Err(format!(
+        "`{name}` is {chars} characters, over the limit of {max}: send at most {max} \
+         characters"
+    ))
 }
 
 /// A `limit` argument checked against `1..=max`.
@@ -497,8 +563,9 @@ fn fit<T: Serialize>(mut build: impl FnMut(&mut Clip) -> T) -> Result<Value, Too
 
 const SEARCH_MAX_LIMIT: usize = 20;
 const SEARCH_DEFAULT_LIMIT: usize = 5;
-const SEARCH_USAGE: &str = "Arguments: `query` (string, required: an error message, exception \
-type, error code or question), `tag` (string, optional), `limit` (integer 1-20, default 5).";
+const SEARCH_USAGE: &str = "Arguments: `query` (string, required, at most 2000 characters: an \
+error message, exception type, error code or question; send a whole log to `diagnose`), `tag` \
+(string, optional), `limit` (integer 1-20, default 5).";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -519,13 +586,16 @@ struct SearchResult {
     title: String,
     title_zh: String,
     url: String,
+    /// The problem and its fix in a few sentences.
+    summary: String,
     snippet: String,
     tags: Vec<String>,
 }
 
 fn search(state: &AppState, args: Value) -> Result<Value, ToolError> {
     let served = state.served();
-    let args: SearchArgs = arguments("search", &search_input_schema(state), args, SEARCH_USAGE)?;
+    let kb = served.index.kb();
+    let args: SearchArgs = arguments("search", &search_input_schema(kb), args, SEARCH_USAGE)?;
     let text = required_text("query", &args.query, SEARCH_USAGE)?;
     let limit = limit(
         args.limit,
@@ -534,16 +604,6 @@ fn search(state: &AppState, args: Value) -> Result<Value, ToolError> {
         SEARCH_USAGE,
     )?;
     let query = SearchQuery::new(text, args.tag.as_deref(), limit);
-    let kb = served.index.kb();
-    if let Some(tag) = &query.tag
-        && kb.tagged(tag).len() == 0
-    {
-        return Err(ToolError::Invalid(format!(
-            "no entry has the tag `{}`; the tags are: {}. Or leave `tag` out.",
-            clip(tag, 40),
-            known_tags(state)
-        )));
-    }
     let found = served.index.search(&query)?;
     fit(|clip| SearchOutput {
         results: (found.hits.iter())
@@ -554,6 +614,7 @@ fn search(state: &AppState, args: Value) -> Result<Value, ToolError> {
                     title: entry.title.clone(),
                     title_zh: entry.title_zh.clone(),
                     url: state.entry_url(&entry.slug),
+                    summary: clip.text(&entry.summary),
                     snippet: clip.text(&hit.snippet),
                     tags: entry.tags.clone(),
                 })
@@ -562,12 +623,16 @@ fn search(state: &AppState, args: Value) -> Result<Value, ToolError> {
     })
 }
 
-/// The knowledge base's tags, comma-separated (at most 40 of them).
-fn known_tags(state: &AppState) -> String {
-    let served = state.served();
-    let tags: Vec<&str> = served.index.kb().tags().map(|(tag, _)| tag).collect();
-    let mut listed = tags.iter().take(40).copied().collect::<Vec<_>>().join(", ");
-    if tags.len() > 40 {
+/// `names` comma-separated, at most 40 of them.
+fn listed<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = names.collect();
+    let mut listed = names
+        .iter()
+        .take(40)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > 40 {
         listed.push_str(", …");
     }
     listed
@@ -582,64 +647,82 @@ struct FetchArgs {
     id: String,
 }
 
+/// An entry as a model needs it: what the problem looks like, why it happens, how to
+/// fix and check it, in Markdown. The regexes that recognise it and where it was
+/// drawn from stay out: they are for the diagnosis, not for a reader.
 #[derive(Serialize)]
 struct FetchOutput {
     id: String,
     title: String,
-    title_zh: String,
     url: String,
-    /// The entry's Markdown body.
-    text: String,
-    metadata: Metadata,
-}
-
-#[derive(Serialize)]
-struct Metadata {
     summary: String,
-    summary_zh: String,
-    tags: Vec<String>,
-    signatures: Vec<String>,
-    related: Vec<String>,
-    sources: Vec<String>,
+    symptoms: String,
+    cause: String,
+    fix: String,
+    verify: String,
+    /// The causes this symptom has, each with its own fix, when there are several.
+    causes: Vec<FetchCause>,
+    related: Vec<RelatedEntry>,
+    /// Public pages (issues, documentation) the entry rests on.
+    references: Vec<String>,
     versions: Vec<Affected>,
 }
 
-impl Metadata {
-    fn new(entry: &Entry) -> Self {
-        Metadata {
-            summary: entry.summary.clone(),
-            summary_zh: entry.summary_zh.clone(),
-            tags: entry.tags.clone(),
-            signatures: entry
-                .signatures
-                .iter()
-                .map(|s| s.as_str().to_string())
-                .collect(),
-            related: entry.related.clone(),
-            sources: entry.sources.clone(),
-            versions: Affected::of(entry),
-        }
-    }
+#[derive(Serialize)]
+struct FetchCause {
+    id: String,
+    title: String,
+    fix: String,
+}
+
+#[derive(Serialize)]
+struct RelatedEntry {
+    id: String,
+    title: String,
 }
 
 fn fetch(state: &AppState, args: Value) -> Result<Value, ToolError> {
     let served = state.served();
-    let args: FetchArgs = arguments("fetch", &fetch_input_schema(), args, FETCH_USAGE)?;
+    let kb = served.index.kb();
+    let args: FetchArgs = arguments("fetch", &fetch_input_schema(kb), args, FETCH_USAGE)?;
     let id = required_text("id", &args.id, FETCH_USAGE)?.trim();
-    let entry = served.index.kb().get(id).ok_or_else(|| {
+    let entry = kb.get(id).ok_or_else(|| {
         ToolError::Invalid(format!(
             "there is no entry with id `{}`. Ids are slugs such as `nccl-invalid-usage`: \
              call the `search` tool to find the right one.",
             clip(id, 80)
         ))
     })?;
+    let section = |heading: &str| entry.section(heading).unwrap_or_default();
     fit(|clip| FetchOutput {
         id: entry.slug.clone(),
         title: entry.title.clone(),
-        title_zh: entry.title_zh.clone(),
         url: state.entry_url(&entry.slug),
-        text: clip.text(&entry.markdown),
-        metadata: Metadata::new(entry),
+        summary: clip.text(&entry.summary),
+        symptoms: clip.text(section("Symptom")),
+        cause: clip.text(section("Cause")),
+        fix: clip.text(section("Fix")),
+        verify: clip.text(section("Verify")),
+        causes: (entry.branches.iter())
+            .map(|b| FetchCause {
+                id: b.id.clone(),
+                title: b.title.clone(),
+                // Without a paste, each placeholder reads as its fallback.
+                fix: clip.text(&Branch::filled(&b.fix, &[])),
+            })
+            .collect(),
+        related: (entry.related.iter())
+            .filter_map(|slug| kb.get(slug))
+            .map(|r| RelatedEntry {
+                id: r.slug.clone(),
+                title: r.title.clone(),
+            })
+            .collect(),
+        references: (entry.sources.iter())
+            .filter(|s| s.starts_with("https://") || s.starts_with("http://"))
+            .cloned()
+            .collect(),
+        versions: Affected::of(entry),
     })
 }
 
@@ -676,24 +759,26 @@ fn diagnose(state: &AppState, args: Value) -> Result<Value, ToolError> {
 
 /// The `tools/list` entries: names, descriptions and JSON Schemas of input and output.
 fn tool_definitions(state: &AppState) -> Vec<Value> {
+    let served = state.served();
+    let kb = served.index.kb();
     vec![
         tool(
             "search",
             "Search errbook",
-            "Full-text search of errbook, a knowledge base of distributed-training failures \
-             (PyTorch DDP/FSDP, NCCL, CUDA, torchrun). Give an error message, exception type, \
-             error code or question, in English or Chinese. Returns entry ids with titles and \
-             snippets; read one with `fetch`.",
-            search_input_schema(state),
+            "Search errbook, a knowledge base of distributed-training failures (PyTorch \
+             DDP/FSDP, NCCL, CUDA, torchrun), by error message, error code or question \
+             (English or Chinese). Returns entry ids, titles, summaries with the fix in \
+             brief, and snippets; `fetch` reads one.",
+            search_input_schema(kb),
             search_output_schema(),
         ),
         tool(
             "fetch",
             "Read an errbook entry",
-            "Read one errbook entry by its id (from `search` or `diagnose`): the Markdown with \
-             symptom, cause, fix and how to verify it, plus summary, tags, signatures, related \
-             ids and sources.",
-            fetch_input_schema(),
+            "Read one errbook entry by its id (from `search` or `diagnose`): summary, \
+             symptoms, cause, fix and how to verify it, in Markdown; its several causes \
+             with their fixes, if it has them; related entries and references.",
+            fetch_input_schema(kb),
             fetch_output_schema(),
         ),
         tool(
@@ -720,22 +805,38 @@ fn tool(name: &str, title: &str, description: &str, input: Value, output: Value)
     })
 }
 
-fn search_input_schema(state: &AppState) -> Value {
+/// A required text that is not blank: `minLength` and a `pattern` that finds a
+/// character other than white space (see [`super::NON_BLANK`]), and at most `max`.
+fn text_argument(max: usize, description: &str) -> Value {
+    json!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": max,
+        "pattern": super::NON_BLANK,
+        "description": description,
+    })
+}
+
+/// Characters in the longest of `names`: no id or tag longer can name anything.
+fn longest<'a>(names: impl Iterator<Item = &'a str>) -> usize {
+    names.map(|n| n.chars().count()).max().unwrap_or(1).max(1)
+}
+
+fn search_input_schema(kb: &Kb) -> Value {
+    let tags: Vec<&str> = kb.tags().map(|(tag, _)| tag).collect();
     json!({
         "type": "object",
         "properties": {
-            "query": {
-                "type": "string",
-                "minLength": 1,
-                "description": "Error message, exception type, NCCL/CUDA error code or \
-                                question, in English or Chinese.",
-            },
+            "query": text_argument(
+                MAX_QUERY_CHARS,
+                "Error message, exception type, NCCL/CUDA error code or question, in \
+                 English or Chinese. For a whole log, call `diagnose`.",
+            ),
             "tag": {
                 "type": "string",
-                "description": format!(
-                    "Only entries with this tag. Tags: {}.",
-                    known_tags(state)
-                ),
+                "enum": tags,
+                "maxLength": longest(tags.iter().copied()),
+                "description": "Only entries with this tag.",
             },
             "limit": {
                 "type": "integer",
@@ -750,15 +851,12 @@ fn search_input_schema(state: &AppState) -> Value {
     })
 }
 
-fn fetch_input_schema() -> Value {
+fn fetch_input_schema(kb: &Kb) -> Value {
+    let slugs = kb.entries().iter().map(|e| e.slug.as_str());
     json!({
         "type": "object",
         "properties": {
-            "id": {
-                "type": "string",
-                "minLength": 1,
-                "description": "Entry id (slug), e.g. `nccl-invalid-usage`.",
-            },
+            "id": text_argument(longest(slugs), "Entry id (slug), e.g. `nccl-invalid-usage`."),
         },
         "required": ["id"],
         "additionalProperties": false,
@@ -769,12 +867,12 @@ fn diagnose_input_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "text": {
-                "type": "string",
-                "minLength": 1,
-                "description": "The traceback, log excerpt or question, as pasted; \
-                                keep the error lines and the lines around them.",
-            },
+            "text": text_argument(
+                MAX_TEXT_CHARS,
+                "The traceback, log excerpt or question, as pasted; keep the error lines \
+                 and the lines around them. From a longer log, send the traceback and the \
+                 lines around the first error.",
+            ),
             "limit": {
                 "type": "integer",
                 "minimum": 1,
@@ -823,6 +921,7 @@ fn search_output_schema() -> Value {
             "title": string(),
             "title_zh": string(),
             "url": string(),
+            "summary": string(),
             "snippet": string(),
             "tags": strings(),
         }))),
@@ -831,21 +930,28 @@ fn search_output_schema() -> Value {
 }
 
 fn fetch_output_schema() -> Value {
+    let markdown = |what: &str| json!({ "type": "string", "description": what });
     object(json!({
         "id": string(),
         "title": string(),
-        "title_zh": string(),
         "url": string(),
-        "text": { "type": "string", "description": "The entry as Markdown." },
-        "metadata": object(json!({
-            "summary": string(),
-            "summary_zh": string(),
-            "tags": strings(),
-            "signatures": strings(),
-            "related": strings(),
-            "sources": strings(),
-            "versions": answer::json_schema::<Vec<Affected>>(),
-        })),
+        "summary": markdown("The problem and its fix in a few sentences."),
+        "symptoms": markdown("What the failure looks like (Markdown)."),
+        "cause": markdown("Why it happens (Markdown)."),
+        "fix": markdown("What to change (Markdown)."),
+        "verify": markdown("How to check the fix worked (Markdown)."),
+        "causes": {
+            "type": "array",
+            "description": "The symptom's several causes, each with its own fix, when it has more than one.",
+            "items": object(json!({ "id": string(), "title": string(), "fix": string() })),
+        },
+        "related": array(object(json!({ "id": string(), "title": string() }))),
+        "references": {
+            "type": "array",
+            "items": string(),
+            "description": "Public pages (issues, documentation) the entry rests on.",
+        },
+        "versions": answer::json_schema::<Vec<Affected>>(),
         "truncated": truncated(),
     }))
 }

@@ -19,6 +19,7 @@ use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
 
+use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -34,6 +35,7 @@ use crate::diagnose::{Diagnoser, Request};
 use crate::search::SearchIndex;
 
 pub use error::AppError;
+pub use upload::DRAINED_BYTES;
 
 /// `base` as a base for absolute links (`http(s)://host[/path]`, no trailing slash).
 pub fn public_base(base: &str) -> Result<&str, String> {
@@ -50,6 +52,40 @@ pub fn public_base(base: &str) -> Result<&str, String> {
 
 /// Largest request body accepted (a paste of a long log fits).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Largest body accepted at `/mcp`: a `diagnose` paste of [`mcp::MAX_TEXT_CHARS`]
+/// characters however it is escaped (a character outside the Basic Multilingual Plane
+/// is 12 bytes as `\uXXXX\uXXXX`), with room for the rest of the message. A longer paste
+/// is refused by the tool itself, in a result the model reads.
+pub const MCP_MAX_BODY_BYTES: usize = 12 * mcp::MAX_TEXT_CHARS + (64 << 10);
+
+/// A JSON Schema `pattern` (ECMA-262, as Python's `re` reads it too) that a text
+/// matches when it is not blank: it holds a character that is not white space, as
+/// Rust's `str::trim` (Unicode `White_Space`) counts it. Every text errbook refuses as
+/// blank fails it, and every other passes (a unit test checks each code point).
+pub const NON_BLANK: &str = "[^\\u0009-\\u000d\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
+
+/// A JSON number with no fractional part, as JSON Schema's `integer` takes it (`5`,
+/// `5.0`, `5e0`); one past the range of `i64` saturates, and is then out of any range
+/// errbook takes.
+pub fn integer(value: &serde_json::Value) -> Option<i64> {
+    if let Some(n) = value.as_i64() {
+        return Some(n);
+    }
+    if value.is_u64() {
+        return Some(i64::MAX);
+    }
+    let x = value.as_f64()?;
+    (x.fract() == 0.0).then_some(x as i64)
+}
+
+/// The largest body a request to `path` may send.
+pub fn body_limit(path: &str) -> usize {
+    if path == "/mcp" {
+        MCP_MAX_BODY_BYTES
+    } else {
+        MAX_BODY_BYTES
+    }
+}
 
 /// How much one request may take of the server.
 #[derive(Clone, Copy, Debug)]
@@ -259,6 +295,14 @@ impl AppState {
             || self.allowed_origins.contains(&origin)
     }
 
+    /// Warns, in the log, when serving on `local`, an address other machines reach,
+    /// without a public URL (see [`relative_links_warning`]).
+    pub fn warn_if_links_relative(&self, local: std::net::SocketAddr) {
+        if let Some(warning) = relative_links_warning(local, self.public_url.as_deref()) {
+            tracing::warn!("{warning}");
+        }
+    }
+
     /// `path` (starting with `/`) as a URL to give out: absolute when the public URL
     /// is known.
     pub fn url(&self, path: &str) -> String {
@@ -272,6 +316,23 @@ impl AppState {
     pub fn entry_url(&self, slug: &str) -> String {
         self.url(&format!("/entries/{slug}"))
     }
+}
+
+/// What to tell the operator of a server on `local` without a public URL, when others
+/// reach it: every link in API, MCP and `llms.txt` answers is then relative, so a
+/// chatbot cannot cite or open it. `None` on a loopback address, or with a public URL.
+pub fn relative_links_warning(
+    local: std::net::SocketAddr,
+    public_url: Option<&str>,
+) -> Option<String> {
+    if public_url.is_some() || local.ip().is_loopback() {
+        return None;
+    }
+    Some(format!(
+        "serving on {local} without --public-url: links in API, MCP and llms.txt answers \
+         are relative (/entries/...), which chatbots and other clients cannot follow; \
+         pass --public-url https://HOST (or set ERRBOOK_PUBLIC_URL) to make them absolute"
+    ))
 }
 
 /// Pastes at least this large are diagnosed on a blocking thread: their diagnosis can
@@ -304,7 +365,7 @@ fn origin_of(url: &str) -> &str {
 /// Every route errbook serves.
 pub fn app(state: AppState) -> Router {
     let state_limits = state.limits;
-    let (api, doc) = api::routes();
+    let (api, doc) = api::routes(state.public_url.as_deref());
     // Serialised once: the document is fixed for the life of the process.
     let doc = axum::body::Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
     let api = api
@@ -330,7 +391,10 @@ pub fn app(state: AppState) -> Router {
         .route("/static/{*path}", get(assets::serve))
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(metrics::serve))
-        .route("/mcp", post(mcp::handle))
+        .route(
+            "/mcp",
+            post(mcp::handle).layer(DefaultBodyLimit::max(MCP_MAX_BODY_BYTES)),
+        )
         .route("/llms.txt", get(llms::llms_txt))
         .nest("/api/v1", api)
         .route_layer(middleware::from_fn(metrics::note_route))
@@ -342,13 +406,14 @@ pub fn app(state: AppState) -> Router {
     // and given security headers and an error body; it must fit the head limits, is
     // answered within the timeout (waiting for a turn included), its body is read
     // before it takes a turn (requests waiting for one and holding one are counted),
-    // and the body must fit the body limit.
+    // and the body must fit the body limit (`read_body` holds each path to its own;
+    // the layer bounds them all).
     let limits = state_limits;
     let turns = state.metrics.turns.clone();
     turns.set_limit(limits.concurrent_requests);
     Router::new()
         .fallback_service(routes)
-        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        .layer(RequestBodyLimitLayer::new(MCP_MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(
             turns.clone(),
             metrics::running,
@@ -395,4 +460,38 @@ async fn security_headers(mut response: Response) -> Response {
         headers.insert(name, HeaderValue::from_static(value));
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_non_blank_pattern_is_the_rule_the_server_applies() {
+        let pattern = regex::Regex::new(NON_BLANK).unwrap();
+        for c in (0..=0x10FFFF).filter_map(char::from_u32) {
+            let text = c.to_string();
+            assert_eq!(
+                pattern.is_match(&text),
+                !text.trim().is_empty(),
+                "U+{:04X}",
+                c as u32
+            );
+        }
+        assert!(!pattern.is_match(" \t\n\u{3000}"));
+        assert!(pattern.is_match(" \tx\n"));
+    }
+
+    #[test]
+    fn relative_links_are_warned_of_only_where_others_reach_the_server() {
+        let at = |addr: &str| addr.parse::<std::net::SocketAddr>().unwrap();
+        let warning = relative_links_warning(at("0.0.0.0:8080"), None).unwrap();
+        assert!(warning.contains("--public-url"), "{warning}");
+        assert!(relative_links_warning(at("[::]:8080"), None).is_some());
+        assert!(relative_links_warning(at("10.1.2.3:80"), None).is_some());
+        assert!(relative_links_warning(at("127.0.0.1:8080"), None).is_none());
+        assert!(relative_links_warning(at("[::1]:8080"), None).is_none());
+        let public = Some("https://errbook.example.com");
+        assert!(relative_links_warning(at("0.0.0.0:8080"), public).is_none());
+    }
 }

@@ -2,6 +2,10 @@
 //! requests (the concurrency limit), and they must keep arriving: a client that sends
 //! headers promising a body and then nothing, or a byte now and then, holds only its
 //! own connection, never a turn that `/healthz`, pages or other pastes need.
+//!
+//! A body over its limit is still read to its end, and dropped, up to
+//! [`DRAINED_BYTES`]: a client still sending when the answer comes would see its
+//! connection reset instead of the 413 that says how much to send.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,8 +16,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
-use super::{AppError, MAX_BODY_BYTES};
+use super::{AppError, body_limit};
 
 /// Longest wait for the next piece of a body.
 pub const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -26,6 +31,10 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 pub const BUFFERED_BYTES: usize = 64 << 20;
 /// Bodies are counted against [`BUFFERED_BYTES`] in pieces of this many bytes.
 const PIECE: usize = 1024;
+/// Most bytes of a body over its limit that are read and dropped before the answer;
+/// past them (or when the body announces more) the 413 goes out at once and the
+/// connection closes. Dropped bytes take no memory.
+pub const DRAINED_BYTES: usize = 16 << 20;
 
 /// The room bodies share (see [`BUFFERED_BYTES`]).
 #[derive(Clone, Debug)]
@@ -37,70 +46,113 @@ impl Default for BodyRoom {
     }
 }
 
-/// Reads the request's body (at most [`MAX_BODY_BYTES`]) within the deadlines, then
-/// passes the request on with the body in memory, counted against the room bodies
+/// Reads the request's body (at most [`body_limit`] of its path) within the deadlines,
+/// then passes the request on with the body in memory, counted against the room bodies
 /// share until it is answered. A body that stalls or takes too long (waiting for room
-/// included) is answered 408; one over the limit 413, without waiting for the rest.
+/// included) is answered 408; one over the limit 413, once the rest is read and dropped
+/// (see [`DRAINED_BYTES`]).
 pub async fn read_body(State(room): State<BodyRoom>, request: Request, next: Next) -> Response {
     if request.body().is_end_stream() {
         return next.run(request).await;
     }
+    let limit = body_limit(request.uri().path());
     if request
         .body()
         .size_hint()
         .lower()
         .try_into()
-        .is_ok_and(|n: usize| n > MAX_BODY_BYTES)
+        .is_ok_and(|n: usize| n > DRAINED_BYTES)
     {
-        return AppError::body_too_large().into_response();
+        return AppError::body_too_large(limit).into_response();
     }
     let (parts, body) = request.into_parts();
-    match tokio::time::timeout(BODY_TIMEOUT, collect(body, &room)).await {
-        Ok(Ok((bytes, _held))) => {
+    let deadline = Instant::now() + BODY_TIMEOUT;
+    match collect(body, limit, deadline, &room).await {
+        Ok((bytes, _held)) => {
             next.run(Request::from_parts(parts, Body::from(bytes)))
                 .await
         }
-        Ok(Err(error)) => error.into_response(),
-        Err(_) => slow_body().into_response(),
+        Err(error) => error.into_response(),
     }
 }
 
 /// The body's bytes and the room they hold, or why they could not be had.
 async fn collect(
     mut body: Body,
+    limit: usize,
+    deadline: Instant,
     room: &BodyRoom,
 ) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), AppError> {
     let mut bytes = Vec::new();
     let mut held: Option<OwnedSemaphorePermit> = None;
     loop {
-        let frame = match tokio::time::timeout(BODY_IDLE_TIMEOUT, body.frame()).await {
-            Err(_) => return Err(slow_body()),
-            Ok(None) => return Ok((bytes, held)),
-            Ok(Some(Err(_))) => {
+        let data = match next_data(&mut body, deadline).await {
+            Arrived::Data(data) => data,
+            Arrived::End => return Ok((bytes, held)),
+            Arrived::Stalled => return Err(slow_body()),
+            Arrived::Broken => {
                 return Err(AppError::BadRequest(
                     "the request body could not be read: the connection broke while \
                      sending it"
                         .into(),
                 ));
             }
-            Ok(Some(Ok(frame))) => frame,
         };
-        if let Ok(data) = frame.into_data() {
-            if bytes.len() + data.len() > MAX_BODY_BYTES {
-                return Err(AppError::body_too_large());
+        if bytes.len() + data.len() > limit {
+            let read = bytes.len() + data.len();
+            drop((bytes, held));
+            drain(body, read, deadline).await;
+            return Err(AppError::body_too_large(limit));
+        }
+        let pieces = (bytes.len() + data.len()).div_ceil(PIECE) - bytes.len().div_ceil(PIECE);
+        if pieces > 0 {
+            let wait = (room.0.clone()).acquire_many_owned(pieces as u32);
+            let more = match tokio::time::timeout_at(deadline, wait).await {
+                Ok(Ok(more)) => more,
+                _ => return Err(slow_body()),
+            };
+            match held.as_mut() {
+                Some(held) => held.merge(more),
+                None => held = Some(more),
             }
-            let pieces = (bytes.len() + data.len()).div_ceil(PIECE) - bytes.len().div_ceil(PIECE);
-            if pieces > 0 {
-                let more = (room.0.clone())
-                    .acquire_many_owned(pieces as u32)
-                    .await
-                    .map_err(|_| slow_body())?;
-                match held.as_mut() {
-                    Some(held) => held.merge(more),
-                    None => held = Some(more),
+        }
+        bytes.extend_from_slice(&data);
+    }
+}
+
+/// Reads and drops the rest of a body (`read` bytes of it already read) until it ends,
+/// stalls, passes [`DRAINED_BYTES`] or the deadline.
+async fn drain(mut body: Body, mut read: usize, deadline: Instant) {
+    while read <= DRAINED_BYTES {
+        match next_data(&mut body, deadline).await {
+            Arrived::Data(data) => read += data.len(),
+            Arrived::End | Arrived::Stalled | Arrived::Broken => return,
+        }
+    }
+}
+
+/// What reading a body gave next.
+enum Arrived {
+    Data(axum::body::Bytes),
+    End,
+    /// Nothing for [`BODY_IDLE_TIMEOUT`], or the deadline passed.
+    Stalled,
+    Broken,
+}
+
+/// The body's next piece of data (trailers are skipped).
+async fn next_data(body: &mut Body, deadline: Instant) -> Arrived {
+    loop {
+        let wait = deadline.min(Instant::now() + BODY_IDLE_TIMEOUT);
+        match tokio::time::timeout_at(wait, body.frame()).await {
+            Err(_) => return Arrived::Stalled,
+            Ok(None) => return Arrived::End,
+            Ok(Some(Err(_))) => return Arrived::Broken,
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    return Arrived::Data(data);
                 }
             }
-            bytes.extend_from_slice(&data);
         }
     }
 }

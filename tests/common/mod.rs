@@ -128,3 +128,129 @@ pub const REDIRECT_PAYLOADS: &[&str] = &[
     "/%C2%A0/evil.example",
     "%E2%80%8B//evil.example",
 ];
+
+/// The fixture app served over TCP on a free loopback port by errbook's own server
+/// loop, as `errbook serve` serves it; it stops when dropped.
+pub struct TcpServer {
+    pub addr: std::net::SocketAddr,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+pub async fn serve_fixture() -> TcpServer {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(errbook::web::server::serve(
+        listener,
+        fixture_app(),
+        errbook::web::server::ServerConfig::default(),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    TcpServer { addr, _stop: stop }
+}
+
+/// One HTTP/1.1 response read off a connection.
+#[derive(Debug)]
+pub struct RawReply {
+    pub status: u16,
+    /// Header names in lowercase.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl RawReply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        (self.headers.iter())
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+/// Sends a request on `stream` (kept open, as a client's connection pool keeps it) and
+/// reads its response, which must carry a `Content-Length`; `None` when the server
+/// closed the connection instead of answering. Fails the test past 60 s.
+pub async fn exchange(
+    stream: &mut tokio::net::TcpStream,
+    head: &str,
+    body: &[u8],
+) -> Option<RawReply> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let request = format!("{head}\r\ncontent-length: {}\r\n\r\n", body.len());
+    let exchange = async {
+        // A server that answers before the body is sent may close the connection:
+        // the write then fails, and the answer, if any, is still read.
+        let sent = async {
+            stream.write_all(request.as_bytes()).await?;
+            stream.write_all(body).await
+        };
+        let _ = sent.await;
+        let mut buffer = Vec::new();
+        let mut chunk = [0u8; 64 * 1024];
+        let end = loop {
+            if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at;
+            }
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buffer[..end]).into_owned();
+        let mut lines = head.split("\r\n");
+        let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        let length: usize = (headers.iter())
+            .find(|(n, _)| n == "content-length")
+            .map(|(_, v)| v.parse().unwrap())
+            .expect("a response with a Content-Length");
+        let mut body = buffer[end + 4..].to_vec();
+        while body.len() < length {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => body.extend_from_slice(&chunk[..n]),
+            }
+        }
+        Some(RawReply {
+            status,
+            headers,
+            body,
+        })
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), exchange)
+        .await
+        .expect("an answer within 60 s")
+}
+
+/// A body stream that never sends anything: a client that stalls.
+pub fn stalled_body() -> Body {
+    struct Stalled;
+    impl futures_core::Stream for Stalled {
+        type Item = Result<Vec<u8>, std::io::Error>;
+        fn poll_next(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Self::Item>> {
+            std::task::Poll::Pending
+        }
+    }
+    Body::from_stream(Stalled)
+}
+
+/// The app over the fixture entries, answering within `timeout` (queueing and the
+/// body's arrival included).
+pub fn fixture_app_with_timeout(timeout: std::time::Duration) -> Router {
+    let kb = Kb::load(&fixture_dir()).expect("fixture kb is valid");
+    let mut state = AppState::new(SearchIndex::build(Arc::new(kb)).expect("index builds"));
+    state.limits.request_timeout = timeout;
+    app(state)
+}

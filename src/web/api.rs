@@ -180,7 +180,7 @@ pub struct SearchQueryParams {
     pub limit: Option<String>,
     /// Hits to skip, from 0 (default 0): `offset` + `limit` asks for the next page, up
     /// to `total` in the answer. Past the last hit the answer has no hits.
-    #[param(value_type = Option<u32>, minimum = 0)]
+    #[param(value_type = Option<u32>, minimum = 0, maximum = 4_294_967_295_u32, example = 0)]
     pub offset: Option<String>,
 }
 

@@ -2,14 +2,17 @@
 # Resident memory of `errbook serve` (default --cache-mb) idle and under load, for
 # sizing memory requests and limits (deploy/kubernetes/base/deployment.yaml).
 #
-#   scripts/memory.sh [--bin BINARY] [--cap MB] [SCENARIO...]
+#   scripts/memory.sh [--bin BINARY] [--kb DIR] [--cap MB] [--big-secs S] [SCENARIO...]
+#
+# The server holds the binary's built-in entries and, with --kb, a team's folder on
+# top (by default an empty one).
 #
 # Scenarios, run in order on one server (default: mixed varied big1):
 #   mixed   benches/load/mixed.lua at 256 connections for 60 s (searches, diagnoses
 #           and pages, every request new)
 #   varied  every kb example paste (0.1-5 KB), each made new, at 64 connections, 60 s
 #   bigN    a 1 MB paste (the largest body the API takes), each made new, at N
-#           connections for 30 s
+#           connections for 30 s (--big-secs)
 # Prints resident memory 5 s after ready, every 5 s under load, and 20 s after each
 # scenario. A watchdog kills the server past --cap MB (default 6000), so that a run
 # cannot take the machine's memory.
@@ -18,13 +21,17 @@ cd "$(dirname "$0")/.."
 . scripts/common.sh
 
 binary=./target/release/errbook
+team_kb=
 cap=6000
+big_secs=30
 scenarios=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin) binary=$2; shift 2 ;;
+        --kb) team_kb=$2; shift 2 ;;
         --cap) cap=$2; shift 2 ;;
-        -h | --help) sed -n 2,16p "$0"; exit 0 ;;
+        --big-secs) big_secs=$2; shift 2 ;;
+        -h | --help) sed -n 2,19p "$0"; exit 0 ;;
         *) scenarios+=("$1"); shift ;;
     esac
 done
@@ -36,7 +43,11 @@ work=$(mktemp -d)
 server=
 watchdog=
 trap 'kill "$watchdog" 2>/dev/null || true; kill -9 "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
-start_errbook kb "$work/server.log" "$binary" --index-cache "$work/cache"
+if [ -z "$team_kb" ]; then
+    team_kb=$work/team-kb
+    mkdir "$team_kb"
+fi
+start_errbook "$team_kb" "$work/server.log" "$binary" --index-cache "$work/cache"
 echo "$binary: ready in $(grep -o 'ready_ms=[0-9]*' "$work/server.log" | cut -d= -f2) ms"
 # Whether the server runs (a killed one stays a zombie, without memory, until reaped).
 alive() { grep -q VmRSS "/proc/$server/status" 2>/dev/null; }
@@ -100,8 +111,8 @@ for scenario in "${scenarios[@]}"; do
             -t2 -c256 -d60s --timeout 30s -s benches/load/mixed.lua "$url" ;;
         varied) load "varied diagnoses, 64 connections, 60 s" \
             -t2 -c64 -d60s --timeout 30s -s benches/load/diagnose-many.lua "$url" ;;
-        big[0-9]*) PASTE_JSON="$work/big.json" UNIQUE=1 load "1 MB pastes, ${scenario#big} connections, 30 s" \
-            -t1 -c"${scenario#big}" -d30s --timeout 30s -s benches/load/diagnose.lua "$url" ;;
+        big[0-9]*) PASTE_JSON="$work/big.json" UNIQUE=1 load "1 MB pastes, ${scenario#big} connections, $big_secs s" \
+            -t1 -c"${scenario#big}" -d"${big_secs}s" --timeout 30s -s benches/load/diagnose.lua "$url" ;;
         *) echo "unknown scenario $scenario" >&2; exit 2 ;;
     esac
 done

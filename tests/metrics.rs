@@ -31,6 +31,7 @@ impl Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_errbook"))
             .args([
                 "serve",
+                "--no-builtin",
                 "--kb",
                 kb.to_str().unwrap(),
                 "--addr",

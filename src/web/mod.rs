@@ -10,7 +10,7 @@ mod llms;
 mod mcp;
 mod pages;
 pub mod server;
-mod share;
+pub mod share;
 mod upload;
 
 use std::sync::{Arc, Mutex};

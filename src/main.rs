@@ -26,6 +26,7 @@ macro_rules! say {
 }
 
 mod eval;
+mod run;
 
 fn say_line(args: std::fmt::Arguments) {
     let mut out = std::io::stdout().lock();
@@ -170,6 +171,43 @@ enum Command {
         #[arg(long)]
         verbose: bool,
     },
+    /// Run a training job; when it fails, print the diagnosis of its output:
+    /// `errbook run -- torchrun --nproc-per-node 8 train.py`.
+    ///
+    /// The job's standard output and error pass through unchanged, each line as soon as
+    /// the job prints it; errbook keeps only a bounded window of them (the start, the
+    /// error lines, each rank's traceback, the end). When the job fails (a non-zero exit
+    /// or a signal), the diagnosis follows on standard error: the answer, the first
+    /// steps of its fix, and `errbook show SLUG`, or with --server the server's share
+    /// link. errbook exits with the job's status (128 + N when signal N killed it; 127
+    /// when the command is not found) and passes SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+    /// SIGUSR1 and SIGUSR2 on to the job, except a terminal's own (Ctrl-C reaches the
+    /// job already). At a terminal the job gets PYTHONUNBUFFERED=1 unless it is set, so
+    /// Python prints line by line as it does there.
+    ///
+    /// Around torchrun every rank's output arrives through torchrun's own, and under
+    /// srun each task's errbook runs its own job: `srun errbook run -- python train.py`.
+    Run {
+        #[command(flatten)]
+        kb: KbArg,
+        /// The team's errbook server (`https://errbook.example.com`): the diagnosis
+        /// ends with its share link for this job's output, which opens the whole answer.
+        #[arg(
+            long,
+            env = "ERRBOOK_PUBLIC_URL",
+            value_name = "URL",
+            alias = "public-url"
+        )]
+        server: Option<String>,
+        /// The job: a command and its arguments, after `--`.
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
+        command: Vec<std::ffi::OsString>,
+    },
     /// Full-text search from the terminal.
     Search {
         /// Words, an error message, or Chinese text.
@@ -244,6 +282,11 @@ fn main() -> ExitCode {
             json,
             links,
         } => search(&kb, &query, tag.as_deref(), limit, json, &links),
+        Command::Run {
+            kb,
+            server,
+            command,
+        } => run::run(&kb, server.as_deref(), &command),
     };
     match result {
         Ok(code) => code,
@@ -509,13 +552,7 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis, base:
         return;
     };
     let answer = d.verdict == Verdict::Matched;
-    say!(
-        "{} [{}] — {}{} confidence",
-        e.title,
-        e.slug,
-        if answer { "the answer, " } else { "" },
-        m.confidence.as_str()
-    );
+    say!("{}", headline(e, m, answer));
     say!("   {}", e.summary);
     for ev in &m.evidence {
         say!("   line {:>5}: {}", ev.line, clip(&ev.text, 120));
@@ -572,6 +609,17 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis, base:
             say!("  - {} [{}] — {}", e.title, e.slug, m.confidence.as_str());
         }
     }
+}
+
+/// A match's first line: `Title [slug] — the answer, high confidence`.
+fn headline(e: &Entry, m: &errbook::diagnose::Match, answer: bool) -> String {
+    format!(
+        "{} [{}] — {}{} confidence",
+        e.title,
+        e.slug,
+        if answer { "the answer, " } else { "" },
+        m.confidence.as_str()
+    )
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {

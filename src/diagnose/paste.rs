@@ -14,6 +14,10 @@ use rustc_hash::{FxHashMap, FxHashSet};
 /// Most lines kept from the start of one paste; past this only error-looking lines
 /// are kept.
 const MAX_LINES: usize = 20_000;
+/// Past this many times [`MAX_LINES`] read, kept or not, only error-looking lines are
+/// kept too: a log that repeats itself (numbers aside, as a training loop's lines do)
+/// keeps few of them and would otherwise be read closely to its end.
+const MAX_READ_FACTOR: usize = 5;
 /// Error-looking lines kept past [`MAX_LINES`]: the last ones of the paste.
 const MAX_ERROR_LINES: usize = 20_000;
 /// Most text kept from the start of a paste, in bytes.
@@ -25,6 +29,11 @@ const MAX_LINE_BYTES: usize = 8 * 1024;
 /// Most bytes of one line read from a stream before the rest of it is skipped: more
 /// than [`MAX_LINE_BYTES`], so that prefixes and colours cleaned off still leave it.
 const MAX_READ_LINE_BYTES: usize = MAX_LINE_BYTES * 4;
+/// Lines of one rank kept whole after its `Traceback (most recent call last):`, past
+/// [`MAX_LINES`]: the frames and the message that do not look like errors themselves.
+const TRACEBACK_LINES: usize = 48;
+/// The last lines of a log past [`MAX_LINES`] that nothing else kept: how it ended.
+const LAST_LINES: usize = 64;
 
 /// The lines of `text`: they end at `\n`, `\r\n`, or a lone `\r` (a progress bar
 /// redrawn in place writes `\r` and no `\n` for hours). A break at the very end does
@@ -95,12 +104,8 @@ impl Paste {
     /// [`MAX_READ_LINE_BYTES`]), and lines end as in [`lines`]. Invalid UTF-8 is
     /// decoded lossily.
     pub fn from_reader(mut reader: impl BufRead) -> std::io::Result<Paste> {
-        let mut builder = Builder::default();
-        let mut line = Vec::new();
-        // Whether the line has begun (an empty line before a break is still a line).
-        let mut open = false;
-        // The last line ended with `\r`: a `\n` first in the next read belongs to it.
-        let mut after_cr = false;
+        let mut builder = PasteBuilder::default();
+        let mut splitter = LineSplitter::default();
         loop {
             let buf = match reader.fill_buf() {
                 Ok([]) => break,
@@ -109,36 +114,10 @@ impl Paste {
                 Err(err) => return Err(err),
             };
             let read = buf.len();
-            let mut rest = buf;
-            if after_cr && rest.first() == Some(&b'\n') {
-                rest = &rest[1..];
-            }
-            after_cr = false;
-            while !rest.is_empty() {
-                let end = memchr::memchr2(b'\n', b'\r', rest);
-                let piece = &rest[..end.unwrap_or(rest.len())];
-                let room = MAX_READ_LINE_BYTES.saturating_sub(line.len());
-                line.extend_from_slice(&piece[..piece.len().min(room)]);
-                open = true;
-                let Some(end) = end else { break };
-                builder.push(&String::from_utf8_lossy(&line));
-                line.clear();
-                open = false;
-                let ended_by_cr = rest[end] == b'\r';
-                rest = &rest[end + 1..];
-                if ended_by_cr {
-                    match rest.first() {
-                        Some(b'\n') => rest = &rest[1..],
-                        Some(_) => {}
-                        None => after_cr = true,
-                    }
-                }
-            }
+            builder.feed(&mut splitter, buf);
             reader.consume(read);
         }
-        if open {
-            builder.push(&String::from_utf8_lossy(&line));
-        }
+        splitter.finish(|line| builder.push(line));
         Ok(builder.finish())
     }
 
@@ -156,6 +135,174 @@ impl Paste {
 
     pub fn is_empty(&self) -> bool {
         self.lines.iter().all(|l| l.text.trim().is_empty())
+    }
+}
+
+/// Cuts bytes into lines as they arrive, however the reads split them: lines end as in
+/// [`lines`], and a line is cut at [`MAX_READ_LINE_BYTES`] while it is read, so a
+/// gigabyte without a line break costs no more memory than that.
+#[derive(Default)]
+pub struct LineSplitter {
+    /// The start of a line whose end has not arrived yet.
+    line: Vec<u8>,
+    /// Whether a line has begun (an empty line before a break is still a line).
+    open: bool,
+    /// The last line ended with `\r`: a `\n` first in the next read belongs to it.
+    after_cr: bool,
+}
+
+impl LineSplitter {
+    /// Calls `each` with every line that `bytes` ends, without its line break.
+    pub fn feed(&mut self, bytes: &[u8], mut each: impl FnMut(&[u8])) {
+        self.feed_at(bytes, |line, _| each(line));
+    }
+
+    /// [`LineSplitter::feed`], also giving where in `bytes` each line starts when it is
+    /// there whole (not begun in an earlier read).
+    fn feed_at(&mut self, bytes: &[u8], mut each: impl FnMut(&[u8], Option<usize>)) {
+        let mut rest = bytes;
+        if rest.is_empty() {
+            return;
+        }
+        if self.after_cr && rest[0] == b'\n' {
+            rest = &rest[1..];
+        }
+        self.after_cr = false;
+        while !rest.is_empty() {
+            let Some(end) = memchr::memchr2(b'\n', b'\r', rest) else {
+                self.extend(rest);
+                break;
+            };
+            if self.open {
+                self.extend(&rest[..end]);
+                each(&self.line, None);
+                self.line.clear();
+                self.open = false;
+            } else {
+                // The whole line is in this read: no copy.
+                let at = bytes.len() - rest.len();
+                each(&rest[..end.min(MAX_READ_LINE_BYTES)], Some(at));
+            }
+            let ended_by_cr = rest[end] == b'\r';
+            rest = &rest[end + 1..];
+            if ended_by_cr {
+                match rest.first() {
+                    Some(b'\n') => rest = &rest[1..],
+                    Some(_) => {}
+                    None => self.after_cr = true,
+                }
+            }
+        }
+    }
+
+    /// Calls `each` with the last line, when the stream ended without a line break.
+    pub fn finish(&mut self, each: impl FnOnce(&[u8])) {
+        if std::mem::take(&mut self.open) {
+            each(&self.line);
+            self.line.clear();
+        }
+        self.after_cr = false;
+    }
+
+    /// Adds `piece` to the line begun, up to the longest line read.
+    fn extend(&mut self, piece: &[u8]) {
+        let room = MAX_READ_LINE_BYTES.saturating_sub(self.line.len());
+        self.line.extend_from_slice(&piece[..piece.len().min(room)]);
+        self.open = true;
+    }
+}
+
+/// A paste built as a log comes, within the same budgets as [`Paste::from_reader`],
+/// from one stream or several (a job's standard output and error, each cut into lines
+/// by its own [`LineSplitter`]).
+#[derive(Default)]
+pub struct PasteBuilder {
+    builder: Builder,
+    /// The read being fed, lowercased, and where [`SKIM`] found something in it.
+    lower: Vec<u8>,
+    hits: Vec<usize>,
+}
+
+impl PasteBuilder {
+    /// Adds one line, given without its line break; invalid UTF-8 is decoded lossily.
+    pub fn push(&mut self, line: &[u8]) {
+        self.builder.push_bytes(line);
+    }
+
+    /// Adds the lines that `bytes`, the next read of a stream, ends (`lines` cuts that
+    /// stream). Past the line budget, a line in which one search of the whole read
+    /// found nothing error-looking is only counted and remembered among the last ones:
+    /// neither decoded nor cleaned, which is most of a long log.
+    pub fn feed(&mut self, lines: &mut LineSplitter, bytes: &[u8]) {
+        let PasteBuilder {
+            builder,
+            lower,
+            hits,
+        } = self;
+        let Some(skim) = SKIM.as_ref().filter(|_| builder.head_full()) else {
+            lines.feed(bytes, |line| builder.push_bytes(line));
+            return;
+        };
+        skim.find(bytes, lower, hits);
+        let ascii = bytes.is_ascii();
+        let mut next = 0;
+        lines.feed_at(bytes, |line, at| {
+            let plain = at.is_some_and(|start| {
+                while hits.get(next).is_some_and(|&hit| hit < start) {
+                    next += 1;
+                }
+                let clear = hits.get(next).is_none_or(|&hit| hit >= start + line.len());
+                clear && (ascii || line.is_ascii())
+            });
+            if plain && builder.skimming() {
+                builder.skim(line);
+            } else {
+                builder.push_bytes(line);
+            }
+        });
+    }
+
+    pub fn finish(self) -> Paste {
+        self.builder.finish()
+    }
+}
+
+/// One lowercase part of each ASCII word of [`ERRORISH_WORDS`], chosen to be rare in training logs and not to start with a letter that fills them.
+/// A line of ASCII text whose lowercase holds none of them does not look like an error:
+/// the pattern's case folding reaches ASCII letters only from ASCII and from two other
+/// characters (the Kelvin sign and the long s), which are not ASCII.
+const ERROR_PARTS: [&str; 16] = [
+    "rro", "xce", "ceb", "fai", "fat", "sser", "kil", "gna", "meo", "med o", "warn", "bor", "nie",
+    "fus", "ncc", "cud",
+];
+
+/// The one search over a whole read (SIMD, Teddy) that finds the lines worth a closer
+/// look; none where the CPU has no packed searcher, and then every line gets one.
+static SKIM: LazyLock<Option<Skim>> = LazyLock::new(|| {
+    Some(Skim {
+        parts: aho_corasick::packed::Searcher::new(ERROR_PARTS)?,
+        root_cause: memchr::memmem::Finder::new(ROOT_CAUSE_BLOCK.as_bytes()),
+    })
+});
+
+struct Skim {
+    parts: aho_corasick::packed::Searcher,
+    root_cause: memchr::memmem::Finder<'static>,
+}
+
+impl Skim {
+    /// Where in `bytes` a part of an error word, or torchrun's root-cause line,
+    /// starts, ascending, into `hits`.
+    fn find(&self, bytes: &[u8], lower: &mut Vec<u8>, hits: &mut Vec<usize>) {
+        hits.clear();
+        lower.clear();
+        lower.extend(bytes.iter().map(u8::to_ascii_lowercase));
+        hits.extend(self.parts.find_iter(lower.as_slice()).map(|m| m.start()));
+        let before = hits.len();
+        hits.extend(self.root_cause.find_iter(bytes));
+        if hits.len() > before {
+            hits.sort_unstable();
+        }
     }
 }
 
@@ -188,6 +335,14 @@ struct Builder {
     /// Lines still to keep whole, the fields of torchrun's `Root Cause` block: they
     /// repeat, numbers aside, the blocks of the ranks stopped after it.
     block_lines: usize,
+    /// The ranks (`None`: lines without a rank prefix) whose traceback is still being
+    /// read, each with its lines left to keep ([`TRACEBACK_LINES`]).
+    tracebacks: Vec<(Option<u32>, usize)>,
+    /// Past the budget, the last [`LAST_LINES`] lines dropped, as read (cut) with their
+    /// numbers; cleaned only at the end. Their strings are reused.
+    last: VecDeque<(usize, Vec<u8>)>,
+    /// A budget of lines below [`MAX_LINES`], for tests.
+    max_lines: Option<usize>,
 }
 
 /// torchrun's record of the rank that failed first, and its field lines after it.
@@ -212,9 +367,10 @@ impl Builder {
         if raw.contains(ROOT_CAUSE_BLOCK) {
             self.block_lines = ROOT_CAUSE_FIELDS;
         }
-        // Past the line budget, only error-looking lines are worth cleaning at all.
-        if self.head_full() && !looks_like_error(raw) && !in_block {
-            self.truncated = true;
+        // Past the line budget, only error-looking lines, and those of a traceback
+        // being read, are worth cleaning at all.
+        if self.head_full() && !in_block && self.tracebacks.is_empty() && !looks_like_error(raw) {
+            self.drop_line(number, raw.as_bytes());
             return;
         }
         // Counting stops at the width: log lines are often far longer.
@@ -223,6 +379,7 @@ impl Builder {
         if text.trim().is_empty() {
             return;
         }
+        let traced = self.in_traceback(rank, &text);
         // Wrapped continuation: glue to the previous line before deduplicating. A line
         // that carried a prefix (rank, timestamp) starts a record of its own, and a
         // joined line never grows past the line limit.
@@ -244,8 +401,8 @@ impl Builder {
             return;
         }
         let full = self.head_full();
-        if full && !looks_like_error(&text) && !in_block {
-            self.truncated = true;
+        if full && !looks_like_error(&text) && !in_block && !traced {
+            self.drop_line(number, raw.as_bytes());
             return;
         }
         dedup_key(&text, &mut self.key);
@@ -287,9 +444,113 @@ impl Builder {
         }
     }
 
+    /// Whether `text`, of `rank`, belongs to a traceback being read: its first line
+    /// starts one (the rank's lines that follow are kept); the others count down.
+    fn in_traceback(&mut self, rank: Option<u32>, text: &str) -> bool {
+        if text
+            .trim_start()
+            .starts_with("Traceback (most recent call last)")
+        {
+            match self.tracebacks.iter_mut().find(|(r, _)| *r == rank) {
+                Some((_, left)) => *left = TRACEBACK_LINES,
+                None => self.tracebacks.push((rank, TRACEBACK_LINES)),
+            }
+            return true;
+        }
+        let Some(at) = self.tracebacks.iter().position(|(r, _)| *r == rank) else {
+            return false;
+        };
+        self.tracebacks[at].1 -= 1;
+        if self.tracebacks[at].1 == 0 {
+            self.tracebacks.swap_remove(at);
+        }
+        true
+    }
+
+    /// A line past the budget that is not kept: remembered among the last ones.
+    fn drop_line(&mut self, number: usize, raw: &[u8]) {
+        self.truncated = true;
+        let mut text = match self.last.len() {
+            LAST_LINES => self
+                .last
+                .pop_front()
+                .map(|(_, text)| text)
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        text.clear();
+        text.extend_from_slice(&raw[..raw.len().min(MAX_LINE_BYTES)]);
+        self.last.push_back((number, text));
+    }
+
+    /// The last lines dropped, cleaned and deduplicated like the others, merged into
+    /// the kept tail in line order.
+    fn keep_last_lines(&mut self) {
+        let mut kept = Vec::with_capacity(self.last.len());
+        for (number, raw) in std::mem::take(&mut self.last) {
+            let raw = String::from_utf8_lossy(&raw);
+            let (rank, text) = clean(cut(&raw, MAX_LINE_BYTES));
+            if text.trim().is_empty() {
+                continue;
+            }
+            dedup_key(&text, &mut self.key);
+            let hash = xxhash_rust::xxh3::xxh3_64_with_seed(&self.key, self.seed.0);
+            if let Some(r) = rank.filter(|&r| r < 64) {
+                *self.rank_masks.entry(hash).or_default() |= 1 << r;
+            }
+            if !self.seen.insert(hash) {
+                self.duplicates += 1;
+                continue;
+            }
+            let line = Line {
+                number,
+                rank,
+                ranks: 0,
+                text,
+                wide: false,
+                last: number,
+            };
+            kept.push((hash, line));
+        }
+        if kept.is_empty() {
+            return;
+        }
+        let tail = std::mem::take(&mut self.tail);
+        let mut merged = VecDeque::with_capacity(tail.len() + kept.len());
+        let mut tail = tail.into_iter().peekable();
+        for (hash, line) in kept {
+            while let Some(earlier) = tail.next_if(|(_, l)| l.number < line.number) {
+                merged.push_back(earlier);
+            }
+            merged.push_back((hash, line));
+        }
+        merged.extend(tail);
+        self.tail = merged;
+    }
+
     /// Whether the start of the paste has used its budget.
     fn head_full(&self) -> bool {
-        self.lines.len() >= MAX_LINES || self.head_bytes >= MAX_HEAD_BYTES
+        let max = self.max_lines.unwrap_or(MAX_LINES);
+        self.lines.len() >= max
+            || self.total > max * MAX_READ_FACTOR
+            || self.head_bytes >= MAX_HEAD_BYTES
+    }
+
+    /// Whether a line that does not look like an error would now be dropped whatever it
+    /// says: past the budget, outside torchrun's root-cause block and any traceback.
+    fn skimming(&self) -> bool {
+        self.head_full() && self.block_lines == 0 && self.tracebacks.is_empty()
+    }
+
+    /// Adds a line known not to look like an error or to hold the root-cause line,
+    /// while [`Builder::skimming`]: what `push` would do with it.
+    fn skim(&mut self, raw: &[u8]) {
+        self.total += 1;
+        self.drop_line(self.total, raw);
+    }
+
+    fn push_bytes(&mut self, raw: &[u8]) {
+        self.push(&String::from_utf8_lossy(raw));
     }
 
     /// The line kept last.
@@ -301,6 +562,7 @@ impl Builder {
     }
 
     fn finish(mut self) -> Paste {
+        self.keep_last_lines();
         let masks = &self.rank_masks;
         let mask = |hash: &u64| masks.get(hash).copied().unwrap_or(0);
         for (line, hash) in self.lines.iter_mut().zip(&self.hashes) {
@@ -464,12 +726,33 @@ fn is_wrapped(prev: &Line, next: &str) -> bool {
 
 /// Lines worth keeping from a huge log even past the line budget.
 pub fn looks_like_error(text: &str) -> bool {
-    static ERRORISH: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?i)error|exception|traceback|failed|fatal|assert|killed|signal|timeout|timed out|warn|abort|denied|refused|nccl|cuda|报错|错误|失败")
-            .unwrap()
-    });
+    static ERRORISH: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(&format!("(?i){}", ERRORISH_WORDS.join("|"))).unwrap());
     ERRORISH.is_match(text)
 }
+
+/// What [`looks_like_error`] looks for, in any case.
+const ERRORISH_WORDS: [&str; 19] = [
+    "error",
+    "exception",
+    "traceback",
+    "failed",
+    "fatal",
+    "assert",
+    "killed",
+    "signal",
+    "timeout",
+    "timed out",
+    "warn",
+    "abort",
+    "denied",
+    "refused",
+    "nccl",
+    "cuda",
+    "报错",
+    "错误",
+    "失败",
+];
 
 #[cfg(test)]
 mod tests {
@@ -729,16 +1012,116 @@ mod tests {
         assert!(bytes > 100_000_000, "{bytes} bytes");
         assert_eq!(paste.total_lines, lines);
         assert!(paste.truncated);
-        assert!(paste.lines.len() <= MAX_LINES + MAX_ERROR_LINES);
+        assert!(paste.lines.len() <= MAX_LINES + MAX_ERROR_LINES + LAST_LINES);
         let kept: usize = paste.lines.iter().map(|l| l.text.len()).sum();
         assert!(
-            kept <= MAX_HEAD_BYTES + MAX_TAIL_BYTES + 2 * MAX_LINE_BYTES,
+            kept <= MAX_HEAD_BYTES + MAX_TAIL_BYTES + (2 + LAST_LINES) * MAX_LINE_BYTES,
             "{kept} bytes kept"
         );
         let last = paste.lines.last().unwrap();
         assert_eq!(last.text, "RuntimeError: the final failure");
         assert_eq!(last.number, lines);
         assert!(paste.lines.windows(2).all(|w| w[0].number < w[1].number));
+    }
+
+    #[test]
+    fn past_the_budget_each_ranks_traceback_and_the_end_are_kept() {
+        let mut text = String::new();
+        for i in 0..MAX_LINES {
+            text.push_str(&format!("[rank0]: step {} loss {}\n", word(i), word(i + 7)));
+        }
+        text.push_str(
+            "[rank1]:Traceback (most recent call last):\n\
+             [rank0]: step between the frames\n\
+             [rank1]:  File \"/job/train.py\", line 12, in <module>\n\
+             [rank1]:    main()\n\
+             [rank1]:  File \"/job/train.py\", line 9, in main\n\
+             [rank1]:    loss = model(batch).sum()\n\
+             [rank1]:RuntimeError: boom\n",
+        );
+        for i in 0..200 {
+            text.push_str(&format!("[rank0]: after {} loss\n", word(i)));
+        }
+        text.push_str("shutting down the workers\n");
+        let paste = Paste::from_reader(text.as_bytes()).unwrap();
+        let kept = |needle: &str| paste.lines.iter().any(|l| l.text.contains(needle));
+        assert!(paste.truncated);
+        for frame in [
+            "line 12, in <module>",
+            "main()",
+            "line 9, in main",
+            "loss = model(batch).sum()",
+            "RuntimeError: boom",
+        ] {
+            assert!(kept(frame), "{frame} kept");
+        }
+        assert!(
+            !kept("step between the frames"),
+            "another rank's line dropped"
+        );
+        // The end of the log: its last lines, not those before them.
+        assert!(kept("shutting down the workers"));
+        assert!(kept(&format!("after {} loss", word(199))));
+        assert!(!kept(&format!("after {} loss", word(100))));
+        let after = (paste.lines.iter())
+            .filter(|l| l.text.starts_with("after "))
+            .count();
+        assert_eq!(after, LAST_LINES - 1);
+        assert!(paste.lines.windows(2).all(|w| w[0].number < w[1].number));
+    }
+
+    #[test]
+    fn lines_split_across_reads_and_streams_are_whole() {
+        // Two streams read in pieces of every size, each cut by its own splitter, into
+        // one paste: the same lines as each stream read alone.
+        let out = "step one\nstep two\r\nstep three";
+        let err = "Traceback (most recent call last):\r\n  File \"a.py\", line 1\nValueError: x\n";
+        for size in 1..8 {
+            let mut builder = PasteBuilder::default();
+            let (mut a, mut b) = (LineSplitter::default(), LineSplitter::default());
+            let xs: Vec<&[u8]> = out.as_bytes().chunks(size).collect();
+            let ys: Vec<&[u8]> = err.as_bytes().chunks(size).collect();
+            for i in 0..xs.len().max(ys.len()) {
+                if let Some(x) = xs.get(i) {
+                    a.feed(x, |line| builder.push(line));
+                }
+                if let Some(y) = ys.get(i) {
+                    b.feed(y, |line| builder.push(line));
+                }
+            }
+            a.finish(|line| builder.push(line));
+            b.finish(|line| builder.push(line));
+            let mut texts: Vec<String> =
+                builder.finish().lines.into_iter().map(|l| l.text).collect();
+            texts.sort();
+            let mut alone: Vec<String> = [out, err]
+                .iter()
+                .flat_map(|t| Paste::from_text(t).lines)
+                .map(|l| l.text)
+                .collect();
+            alone.sort();
+            assert_eq!(texts, alone, "read {size} bytes at a time");
+        }
+    }
+
+    #[test]
+    fn only_two_characters_beyond_ascii_fold_to_ascii_letters() {
+        // What makes a line of ASCII without any of `ERROR_PARTS` safe to skim.
+        let letter = Regex::new("(?i)^[a-z]$").unwrap();
+        let folding: Vec<char> = (0x80..=0x10FFFF)
+            .filter_map(char::from_u32)
+            .filter(|c| letter.is_match(c.encode_utf8(&mut [0; 4])))
+            .collect();
+        assert_eq!(folding, ['\u{17F}', '\u{212A}']);
+        let words = ERRORISH_WORDS.iter().filter(|w| w.is_ascii());
+        for word in words {
+            let part = ERROR_PARTS.iter().filter(|p| word.contains(*p)).count();
+            assert_eq!(part, 1, "{word}: one part each");
+        }
+        assert_eq!(
+            ERROR_PARTS.len(),
+            ERRORISH_WORDS.iter().filter(|w| w.is_ascii()).count()
+        );
     }
 
     /// A distinct lowercase word for `i`.
@@ -756,7 +1139,7 @@ mod tests {
     mod properties {
         use proptest::prelude::*;
 
-        use super::super::{MAX_LINE_BYTES, Paste};
+        use super::super::{Builder, LineSplitter, MAX_LINE_BYTES, Paste, PasteBuilder};
 
         /// Lines like those of real logs: prefixes, colours, tracebacks, noise.
         fn loggy_line() -> impl Strategy<Value = String> {
@@ -785,8 +1168,53 @@ mod tests {
             )
         }
 
+        /// Lines that exercise skimming: plain, error words in any case (also through
+        /// the Kelvin sign and the long s), Chinese, tracebacks, the root-cause block.
+        fn skim_line() -> impl Strategy<Value = String> {
+            // Tracebacks and the root-cause block rare, as in a log: each keeps the
+            // lines after it, and skimming waits for them.
+            prop_oneof![
+                8 => "[a-z ]{0,30}",
+                4 => "\\[rank[0-3]\\]: step [a-z]{1,6} loss",
+                8 => "[a-zA-Z ]{0,8}(eRRor|WARN|Timed Out|ncCL|CudA|Killed|aſſert|\u{212A}illed|报错|错误|失败|fused|文件)[a-z ]{0,8}",
+                1 => "(\\[rank[0-3]\\]: )?Traceback \\(most recent call last\\):",
+                2 => "(\\[rank[0-3]\\]: )?  File \"a.py\", line [0-9], in [a-z]{1,3}",
+                1 => "Root Cause \\(first observed failure\\):",
+                2 => "  exitcode  : -9",
+                4 => "[^\\n\\r]{0,20}",
+            ]
+        }
+
         proptest! {
             #![proptest_config(ProptestConfig::with_cases(500))]
+
+            #[test]
+            fn skimming_reads_as_line_by_line(
+                lines in prop::collection::vec((skim_line(), prop_oneof!["\n", "\r\n", "\r"]), 0..120),
+                max_lines in 0usize..8,
+                chunk in 1usize..48,
+            ) {
+                let text: String = lines.iter().map(|(l, end)| format!("{l}{end}")).collect();
+                let mut each = Builder { max_lines: Some(max_lines), ..Builder::default() };
+                for line in super::super::lines(&text) {
+                    each.push(line);
+                }
+                let expected = each.finish();
+                let mut fed = PasteBuilder {
+                    builder: Builder { max_lines: Some(max_lines), ..Builder::default() },
+                    ..PasteBuilder::default()
+                };
+                let mut splitter = LineSplitter::default();
+                for piece in text.as_bytes().chunks(chunk) {
+                    fed.feed(&mut splitter, piece);
+                }
+                splitter.finish(|line| fed.push(line));
+                let got = fed.finish();
+                prop_assert_eq!(got.lines, expected.lines);
+                prop_assert_eq!(got.total_lines, expected.total_lines);
+                prop_assert_eq!(got.duplicate_lines, expected.duplicate_lines);
+                prop_assert_eq!(got.truncated, expected.truncated);
+            }
 
             #[test]
             fn any_paste_cleans_into_ordered_bounded_lines(text in loggy_text()) {

@@ -11,7 +11,7 @@ mod mcp;
 mod metrics;
 mod pages;
 pub mod server;
-mod share;
+pub mod share;
 mod upload;
 
 use std::sync::{Arc, Mutex};

@@ -83,11 +83,17 @@ fn analyse(bencher: divan::Bencher, analyzer: &str) {
         .entries()
         .iter()
         .flat_map(|e| {
-            [&e.title, &e.title_zh, &e.summary, &e.summary_zh, &e.text]
-                .into_iter()
-                .chain(&e.symptoms)
-                .chain(&e.examples)
-                .map(String::as_str)
+            [
+                &e.title,
+                &e.title_zh,
+                &e.summary,
+                &e.summary_zh,
+                &e.body.text,
+            ]
+            .into_iter()
+            .chain(&e.symptoms)
+            .chain(&e.examples)
+            .map(String::as_str)
         })
         .collect();
     let mut analyzer = match analyzer {

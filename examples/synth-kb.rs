@@ -195,7 +195,7 @@ fn synthetic(rng: &mut fastrand::Rng, i: usize, base: &Entry) -> String {
 fn body(base: &Entry, budget: usize, error: &str) -> String {
     let mut out = String::new();
     for heading in ["Symptom", "Cause", "Fix", "Verify"] {
-        let section = section(&base.markdown, heading);
+        let section = section(&base.body.markdown, heading);
         let _ = writeln!(out, "## {heading}\n");
         if heading == "Symptom" {
             let _ = writeln!(out, "```\n{error}\n```\n");

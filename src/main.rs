@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use errbook::answer::{Answers, EntryTexts};
 use errbook::diagnose::{Diagnoser, Paste, Pasted, Request, Verdict, clip};
-use errbook::kb::{Branch, Entry, Kb, LoadError, Loaded, Sources};
+use errbook::kb::{Branch, Entry, Kb, Lang, LoadError, Loaded, Section, Sources};
 use errbook::reload::Reloader;
 use errbook::search::{CacheBudget, IndexStore, SearchError, SearchIndex, SearchQuery};
 use errbook::web::server;
@@ -143,9 +143,11 @@ enum Command {
         /// Number of matches, 1 to 20 [default: 5].
         #[arg(long, allow_negative_numbers = true)]
         limit: Option<i64>,
-        /// Print the API's JSON instead of text.
+        /// Print the API's JSON instead of text (both languages, as the API gives them).
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        lang: LangArg,
         #[command(flatten)]
         links: LinkArg,
     },
@@ -155,9 +157,8 @@ enum Command {
         slug: String,
         #[command(flatten)]
         kb: KbArg,
-        /// Language of the titles and summary: `en` or `zh-CN`.
-        #[arg(long, default_value = "en", value_parser = ["en", "zh-CN", "zh"])]
-        lang: String,
+        #[command(flatten)]
+        lang: LangArg,
         #[command(flatten)]
         links: LinkArg,
     },
@@ -229,6 +230,17 @@ enum Command {
 }
 
 #[derive(clap::Args)]
+struct LangArg {
+    /// Language of the answer: `en` or `zh-CN` (`zh` will do).
+    #[arg(long, env = "ERRBOOK_LANG", default_value = "en", value_parser = parse_lang)]
+    lang: Lang,
+}
+
+fn parse_lang(tag: &str) -> Result<Lang, String> {
+    Lang::parse(tag).ok_or_else(|| format!("`{tag}` is not `en` or `zh-CN`"))
+}
+
+#[derive(clap::Args)]
 struct LinkArg {
     /// The team's errbook server (`https://errbook.example.com`): answers link to its
     /// entry pages.
@@ -261,14 +273,15 @@ fn main() -> ExitCode {
             kb,
             limit,
             json,
+            lang,
             links,
-        } => diagnose(&kb, &file, limit, json, &links),
+        } => diagnose(&kb, &file, limit, json, lang.lang, &links),
         Command::Show {
             slug,
             kb,
             lang,
             links,
-        } => show(&kb, &slug, lang.starts_with("zh"), &links),
+        } => show(&kb, &slug, lang.lang, &links),
         Command::Eval { dir, kb, verbose } => match load(&kb) {
             Ok(Some(loaded)) => eval::run(loaded.kb, &dir, verbose),
             Ok(None) => Ok(ExitCode::FAILURE),
@@ -329,8 +342,10 @@ fn check(kb_arg: &KbArg) -> anyhow::Result<ExitCode> {
     }
     let entries = kb.len();
     let examples: usize = kb.entries().iter().map(|e| e.examples.len()).sum();
+    let bilingual = kb.entries().iter().filter(|e| e.body_zh.is_some()).count();
     let mut problems = kb.compile_regexes();
     problems.extend(kb.example_problems());
+    problems.extend(kb.translation_problems());
     let diagnoser = Diagnoser::new(Arc::new(kb_arg.index(kb)?));
     problems.extend(diagnoser.check_examples()?);
     problems.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
@@ -346,7 +361,8 @@ fn check(kb_arg: &KbArg) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     say!(
-        "{}: {entries} entries, all valid; all {examples} examples diagnose to their own entry",
+        "{}: {entries} entries, all valid and in English and Chinese ({bilingual}); \
+         all {examples} examples diagnose to their own entry",
         sources.describe()
     );
     Ok(ExitCode::SUCCESS)
@@ -399,6 +415,7 @@ fn diagnose(
     file: &Path,
     limit: Option<i64>,
     json: bool,
+    lang: Lang,
     links: &LinkArg,
 ) -> anyhow::Result<ExitCode> {
     let base = links.base()?;
@@ -430,13 +447,13 @@ fn diagnose(
         say!("{}", serde_json::to_string_pretty(&answers.diagnosis(&d))?);
         return Ok(ExitCode::SUCCESS);
     }
-    print_diagnosis(kb, &d, base);
+    print_diagnosis(kb, &d, base, lang);
     Ok(ExitCode::SUCCESS)
 }
 
 /// Prints an entry for reading in a terminal: its Markdown as written, which reads
 /// well as it is, with the front matter's facts above it.
-fn show(kb_arg: &KbArg, slug: &str, chinese: bool, links: &LinkArg) -> anyhow::Result<ExitCode> {
+fn show(kb_arg: &KbArg, slug: &str, lang: Lang, links: &LinkArg) -> anyhow::Result<ExitCode> {
     let base = links.base()?;
     let Some(Loaded { kb, .. }) = load(kb_arg)? else {
         return Ok(ExitCode::FAILURE);
@@ -451,18 +468,13 @@ fn show(kb_arg: &KbArg, slug: &str, chinese: bool, links: &LinkArg) -> anyhow::R
         }
         anyhow::bail!("no entry `{slug}`; did you mean: {}", names.join(", "));
     };
-    print_entry(e, chinese, base);
+    print_entry(e, lang, base);
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_entry(e: &Entry, chinese: bool, base: &str) {
-    let (title, summary) = if chinese {
-        (&e.title_zh, &e.summary_zh)
-    } else {
-        (&e.title, &e.summary)
-    };
-    say!("{title}  [{}]", e.slug);
-    say!("{summary}");
+fn print_entry(e: &Entry, lang: Lang, base: &str) {
+    say!("{}  [{}]", lang.pick(&e.title, &e.title_zh), e.slug);
+    say!("{}", lang.pick(&e.summary, &e.summary_zh));
     say!("tags: {}", e.tags.join(", "));
     for a in &e.versions {
         match &a.fixed {
@@ -470,20 +482,19 @@ fn print_entry(e: &Entry, chinese: bool, base: &str) {
             None => say!("affects: {} {}", a.package, a.range),
         }
     }
-    if chinese {
-        say!("\n（正文目前只有英文。）");
+    let body = e.body(lang);
+    if body.lang != lang {
+        say!("\n（本条目还没有中文正文，以下是英文。）");
     }
-    say!("\n{}", e.markdown.trim_end());
+    say!("\n{}", body.markdown.trim_end());
     if !e.branches.is_empty() {
-        say!("\n## {}", if chinese { "按原因" } else { "By cause" });
+        say!("\n## {}", lang.pick("By cause", "按原因"));
         for b in &e.branches {
-            let (title, fix) = if chinese && !b.fix_zh.is_empty() {
-                (&b.title_zh, &b.fix_zh)
-            } else {
-                (&b.title, &b.fix)
-            };
-            say!("\n### {title}\n");
-            say!("{}", Branch::filled(fix, &[]).trim_end());
+            say!("\n### {}\n", lang.pick(&b.title, &b.title_zh));
+            say!(
+                "{}",
+                Branch::filled(lang.pick(&b.fix, &b.fix_zh), &[]).trim_end()
+            );
         }
     }
     if !e.related.is_empty() {
@@ -503,7 +514,13 @@ const FIX_LINES: usize = 30;
 /// A diagnosis as a terminal's first screen: the answer and its fix first when there is
 /// one; otherwise what happened, then the candidates (`possible`) or the leads
 /// (`no_match`), one line each past the first.
-fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis, base: &str) {
+fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis, base: &str, lang: Lang) {
+    let t = |en, zh| lang.pick(en, zh);
+    let title = |e: &Entry| lang.pick(&e.title, &e.title_zh).to_string();
+    let show = |slug: &str| match lang {
+        Lang::En => format!("errbook show {slug}"),
+        Lang::Zh => format!("errbook show {slug} --lang zh-CN"),
+    };
     let summary = d.triage.summary(d.parsed.root_exception());
     let what_happened = || {
         if !summary.is_empty() {
@@ -516,7 +533,13 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis, base:
     match d.verdict {
         Verdict::Matched => {}
         Verdict::Possible => {
-            say!("errbook is not sure; the closest candidate:");
+            say!(
+                "{}",
+                t(
+                    "errbook is not sure; the closest candidate:",
+                    "errbook 没有把握；最接近的候选："
+                )
+            );
             what_happened();
             say!();
         }
@@ -526,23 +549,47 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis, base:
             if question {
                 // Words alone pick the right entry first less than half the time: list
                 // the entries, and assert none of their causes.
-                say!("no error in this paste to diagnose; the entries closest to its words");
-                say!("(paste the traceback or the log's last lines for a diagnosis):");
+                say!(
+                    "{}",
+                    t(
+                        "no error in this paste to diagnose; the entries closest to its words\n\
+                         (paste the traceback or the log's last lines for a diagnosis):",
+                        "这段文字里没有可以诊断的报错；与它的字词最接近的条目\n\
+                         （贴上 traceback 或日志的最后几行才能诊断）："
+                    )
+                );
             } else {
-                say!("errbook does not know this failure: no entry fits it firmly.");
+                say!(
+                    "{}",
+                    t(
+                        "errbook does not know this failure: no entry fits it firmly.",
+                        "errbook 不认识这个故障：没有条目能确切对上。"
+                    )
+                );
                 what_happened();
                 for hit in &d.closest {
                     if let Some(e) = kb.get(&hit.slug) {
-                        say!("  closest by text: {} [{}]", e.title, e.slug);
+                        say!(
+                            "  {}: {} [{}]",
+                            t("closest by text", "文字最接近"),
+                            title(e),
+                            e.slug
+                        );
                     }
                 }
                 if !d.matches.is_empty() {
-                    say!("\nentries with a little evidence, each unlikely:");
+                    say!(
+                        "\n{}",
+                        t(
+                            "entries with a little evidence, each unlikely:",
+                            "有少量证据、但都不太可能的条目："
+                        )
+                    );
                 }
             }
             for m in &d.matches {
                 if let Some(e) = kb.get(&m.slug) {
-                    say!("  - {} [{}]", e.title, e.slug);
+                    say!("  - {} [{}]", title(e), e.slug);
                 }
             }
             return;
@@ -552,48 +599,83 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis, base:
         return;
     };
     let answer = d.verdict == Verdict::Matched;
-    say!("{}", headline(e, m, answer));
-    say!("   {}", e.summary);
+    say!("{}", headline(e, m, answer, lang));
+    say!("   {}", lang.pick(&e.summary, &e.summary_zh));
     for ev in &m.evidence {
-        say!("   line {:>5}: {}", ev.line, clip(&ev.text, 120));
+        say!(
+            "   {} {:>5}: {}",
+            t("line", "行"),
+            ev.line,
+            clip(&ev.text, 120)
+        );
     }
     for check in &m.versions {
-        say!("   {}", check.sentence());
+        say!(
+            "   {}",
+            match lang {
+                Lang::En => check.sentence(),
+                Lang::Zh => check.sentence_zh(),
+            }
+        );
     }
     if let Some(chosen) = &m.branch {
         let b = &e.branches[chosen.index];
         let lines: Vec<String> = chosen.lines.iter().map(usize::to_string).collect();
-        say!("\n   most likely: {} (line {})", b.title, lines.join(", "));
-        for line in Branch::filled(&b.fix, &chosen.values).lines() {
+        say!(
+            "\n   {}: {} ({} {})",
+            t("most likely", "最可能"),
+            lang.pick(&b.title, &b.title_zh),
+            t("line", "行"),
+            lines.join(", ")
+        );
+        for line in Branch::filled(lang.pick(&b.fix, &b.fix_zh), &chosen.values).lines() {
             say!("     {line}");
         }
         let others: Vec<&str> = (e.branches.iter())
             .filter(|o| o.id != b.id)
-            .map(|o| o.title.as_str())
+            .map(|o| lang.pick(&o.title, &o.title_zh))
             .collect();
         if !others.is_empty() {
-            say!("   if it is not this, check: {}", others.join("; "));
+            say!(
+                "   {}: {}",
+                t("if it is not this, check", "如果不是这个，再检查"),
+                others.join(t("; ", "；"))
+            );
         }
-    } else if let Some(fix) = e.section("Fix") {
+    } else if let Some(fix) = e.body(lang).section(Section::Fix) {
         if !e.branches.is_empty() {
-            say!("\n   the paste does not say which of these causes it is:");
+            say!(
+                "\n   {}",
+                t(
+                    "the paste does not say which of these causes it is:",
+                    "这段日志看不出是下面哪一个原因："
+                )
+            );
             for b in &e.branches {
-                say!("     - {}", b.title);
+                say!("     - {}", lang.pick(&b.title, &b.title_zh));
             }
         }
-        say!("\n   fix:");
+        say!("\n   {}", t("fix:", "解决："));
         for line in fix.lines().take(FIX_LINES) {
             say!("     {line}");
         }
         let more = fix.lines().count().saturating_sub(FIX_LINES);
         if more > 0 {
-            say!("     … {more} more lines: errbook show {}", e.slug);
+            match lang {
+                Lang::En => say!("     … {more} more lines: {}", show(&e.slug)),
+                Lang::Zh => say!("     … 还有 {more} 行：{}", show(&e.slug)),
+            }
         }
     }
     if base.is_empty() {
-        say!("\n   the whole entry: errbook show {}", e.slug);
+        say!(
+            "\n   {}{}",
+            t("the whole entry: ", "完整条目："),
+            show(&e.slug)
+        );
     } else {
-        say!("\n   {base}/entries/{}", e.slug);
+        let query = if lang.is_zh() { "?lang=zh-CN" } else { "" };
+        say!("\n   {base}/entries/{}{query}", e.slug);
     }
     if answer && !(summary.is_empty() && d.triage.environment.is_empty()) {
         say!();
@@ -604,22 +686,42 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis, base:
         .filter_map(|m| Some((m, kb.get(&m.slug)?)))
         .collect();
     if !others.is_empty() {
-        say!("\nother candidates:");
+        say!("\n{}", t("other candidates:", "其他候选："));
         for (m, e) in others {
-            say!("  - {} [{}] — {}", e.title, e.slug, m.confidence.as_str());
+            say!("  - {} [{}] — {}", title(e), e.slug, confidence(m, lang));
         }
     }
 }
 
 /// A match's first line: `Title [slug] — the answer, high confidence`.
-fn headline(e: &Entry, m: &errbook::diagnose::Match, answer: bool) -> String {
-    format!(
-        "{} [{}] — {}{} confidence",
-        e.title,
-        e.slug,
-        if answer { "the answer, " } else { "" },
-        m.confidence.as_str()
-    )
+fn headline(e: &Entry, m: &errbook::diagnose::Match, answer: bool, lang: Lang) -> String {
+    match lang {
+        Lang::En => format!(
+            "{} [{}] — {}{} confidence",
+            e.title,
+            e.slug,
+            if answer { "the answer, " } else { "" },
+            m.confidence.as_str()
+        ),
+        Lang::Zh => format!(
+            "{} [{}] — {}置信度{}",
+            e.title_zh,
+            e.slug,
+            if answer { "答案，" } else { "" },
+            confidence(m, lang)
+        ),
+    }
+}
+
+/// A match's confidence, as a word in `lang`.
+fn confidence(m: &errbook::diagnose::Match, lang: Lang) -> &'static str {
+    use errbook::diagnose::Confidence;
+    match (lang, m.confidence) {
+        (Lang::En, c) => c.as_str(),
+        (Lang::Zh, Confidence::High) => "高",
+        (Lang::Zh, Confidence::Medium) => "中",
+        (Lang::Zh, Confidence::Low) => "低",
+    }
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {

@@ -23,7 +23,7 @@ use anyhow::Context;
 use errbook::diagnose::{
     Diagnoser, Diagnosis, LineSplitter, Paste, PasteBuilder, Request, Verdict, clip,
 };
-use errbook::kb::{Branch, Kb, LoadError};
+use errbook::kb::{Branch, Kb, LoadError, Section};
 
 use crate::KbArg;
 
@@ -407,7 +407,11 @@ fn summary(kb: &Kb, d: &Diagnosis, link: Option<&str>) -> String {
             if !answer {
                 out.push_str("  errbook is not sure; the closest candidate:\n");
             }
-            let _ = writeln!(out, "  {}", crate::headline(e, m, answer));
+            let _ = writeln!(
+                out,
+                "  {}",
+                crate::headline(e, m, answer, errbook::kb::Lang::En)
+            );
             let _ = writeln!(out, "  {}", clip(&e.summary, 200));
             if !happened.is_empty() {
                 let _ = writeln!(out, "  {}", clip(&happened, 300));
@@ -425,7 +429,7 @@ fn summary(kb: &Kb, d: &Diagnosis, link: Option<&str>) -> String {
                 }
                 None => (
                     "fix:".to_string(),
-                    e.section("Fix").unwrap_or_default().to_string(),
+                    e.section(Section::Fix).unwrap_or_default().to_string(),
                 ),
             };
             let _ = writeln!(out, "  {heading}");

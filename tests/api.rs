@@ -247,6 +247,64 @@ async fn entry_returns_markdown_html_and_metadata() {
 }
 
 #[tokio::test]
+async fn entry_body_comes_in_the_language_asked_for() {
+    let english = get("/api/v1/entries/cuda-oom").await.json();
+    assert_eq!(english["lang"], "en");
+    assert!(
+        english["markdown"]
+            .as_str()
+            .unwrap()
+            .contains("1. Halve the batch size.")
+    );
+
+    let chinese = get("/api/v1/entries/cuda-oom?lang=zh-CN").await;
+    assert_eq!(chinese.status, StatusCode::OK);
+    let chinese = chinese.json();
+    assert_eq!(chinese["lang"], "zh-CN");
+    let markdown = chinese["markdown"].as_str().unwrap();
+    assert!(markdown.starts_with("## 症状"), "{markdown}");
+    assert!(markdown.contains("1. batch size 减半。"), "{markdown}");
+    // The same section ids in both languages: `#fix` links work in either.
+    assert!(
+        chinese["html"]
+            .as_str()
+            .unwrap()
+            .contains(r#"<h2 id="fix">解决</h2>"#),
+        "{chinese}"
+    );
+    // The code blocks are the English ones.
+    assert!(
+        markdown.contains("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    );
+
+    // Without `lang`, the browser's language decides; `lang` outranks it.
+    let request = |uri: &str| {
+        Request::get(uri)
+            .header(header::ACCEPT_LANGUAGE, "zh-CN,zh;q=0.9,en;q=0.5")
+            .body(Body::empty())
+            .unwrap()
+    };
+    let by_header = send(request("/api/v1/entries/cuda-oom")).await.json();
+    assert_eq!(by_header["lang"], "zh-CN");
+    let by_param = send(request("/api/v1/entries/cuda-oom?lang=en"))
+        .await
+        .json();
+    assert_eq!(by_param["lang"], "en");
+
+    let unknown = get("/api/v1/entries/cuda-oom?lang=fr").await;
+    assert_eq!(unknown.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(unknown.content_type(), "application/problem+json");
+    assert!(
+        unknown.json()["detail"]
+            .as_str()
+            .unwrap()
+            .contains("use `en` or `zh-CN`"),
+        "{}",
+        unknown.body
+    );
+}
+
+#[tokio::test]
 async fn entry_list_has_every_entry() {
     let reply = get("/api/v1/entries").await;
     let entries = reply.json()["entries"].as_array().unwrap().clone();

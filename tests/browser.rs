@@ -450,6 +450,52 @@ async fn chinese_browser_gets_chinese_labels() {
     .await;
 }
 
+/// The first sentence of a shipped entry's Fix in `lang`, its Markdown emphasis left out.
+fn first_fix_sentence(slug: &str, lang: errbook::kb::Lang) -> String {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kb");
+    let kb = errbook::kb::Kb::load(&dir).expect("the shipped kb loads");
+    let entry = kb.get(slug).unwrap_or_else(|| panic!("no entry `{slug}`"));
+    let fix = entry.body(lang).section(errbook::kb::Section::Fix).unwrap();
+    let step = fix.lines().next().unwrap().trim_start_matches("1. ");
+    let sentence = step.replace("**", "");
+    let end = sentence.find(['。', '.']).unwrap();
+    sentence[..end].to_string()
+}
+
+#[tokio::test]
+async fn a_chinese_reader_gets_the_fix_in_chinese() {
+    with_browser(Lang::Chinese, |b| async move {
+        diagnose_from_home(&b).await;
+        let title = b.wait_for("#verdict h1 a").await.text().await.unwrap();
+        assert_eq!(title, kb_title("nccl-watchdog-timeout", "title_zh"));
+        let zh = first_fix_sentence("nccl-watchdog-timeout", errbook::kb::Lang::Zh);
+        let en = first_fix_sentence("nccl-watchdog-timeout", errbook::kb::Lang::En);
+        assert!(has_cjk(&zh), "{zh}");
+        // The paste does not say which cause it is: the entry's whole fix, in Chinese.
+        let fix = b.find("section.fix").await;
+        assert_eq!(fix.attr("lang").await.unwrap().as_deref(), Some("zh-CN"));
+        let text = fix.text().await.unwrap();
+        assert!(
+            text.contains(&zh),
+            "the Chinese fix starts with {zh:?}: {text}"
+        );
+        assert!(!text.contains(&en), "no English in the Chinese fix: {text}");
+        b.screenshot("answer-zh-fix", Viewport::Desktop).await;
+
+        // The link to the English fix opens the entry's English body there.
+        b.find("a.other-body").await.click().await.unwrap();
+        b.wait_for_path("the entry", |p| p == "/entries/nccl-watchdog-timeout")
+            .await;
+        let body = b.wait_for("div.body").await;
+        assert_eq!(body.attr("lang").await.unwrap().as_deref(), Some("en"));
+        let text = body.text().await.unwrap();
+        assert!(text.contains(&en), "the English fix: {text}");
+        assert_eq!(b.attr("html", "lang").await.as_deref(), Some("zh-CN"));
+        b.assert_no_console_errors().await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn traceback_pasted_in_search_goes_to_diagnosis() {
     with_browser(Lang::English, |b| async move {

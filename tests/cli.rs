@@ -80,14 +80,25 @@ Text.
 Text.
 "#;
 
-/// A knowledge base holding the good entry plus `files` (path, content).
+/// The Chinese body of [`GOOD`] and of the entries made from it.
+const GOOD_ZH: &str =
+    "## 症状\n\n文字。\n\n## 原因\n\n文字。\n\n## 解决\n\n1. 文字。\n\n## 验证\n\n文字。\n";
+
+/// A knowledge base holding the good entry plus `files` (path, content); each entry
+/// gets [`GOOD_ZH`] as its Chinese body unless `files` gives one.
 fn kb_with(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("good-entry.md"), GOOD).unwrap();
+    std::fs::write(dir.path().join("good-entry.zh.md"), GOOD_ZH).unwrap();
     for (name, content) in files {
         let path = dir.path().join(name);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, content).unwrap();
+        std::fs::write(&path, content).unwrap();
+        let zh = path.with_extension("zh.md");
+        let given = files.iter().any(|(n, _)| dir.path().join(n) == zh);
+        if !name.ends_with(".zh.md") && !given {
+            std::fs::write(zh, GOOD_ZH).unwrap();
+        }
     }
     dir
 }
@@ -219,6 +230,129 @@ fn check_reports_missing_front_matter_and_sections() {
     );
     let no_fix = good_with("## Fix\n\n1. Text.\n\n", "");
     check_reports(&[("second.md", &no_fix)], "second.md", 13, "`## Fix`");
+}
+
+/// An entry with a command in its fix, and its Chinese body as `zh` makes it.
+fn with_command(zh: impl Fn(&str) -> String) -> [(String, String); 2] {
+    let en = good_with(
+        "1. Text.",
+        "1. Run:\n\n   ```bash\n   export NCCL_DEBUG=INFO\n   ```",
+    );
+    let zh_body = GOOD_ZH.replace(
+        "1. 文字。",
+        "1. 运行：\n\n   ```bash\n   export NCCL_DEBUG=INFO\n   ```",
+    );
+    [
+        ("second.md".to_string(), en),
+        ("second.zh.md".to_string(), zh(&zh_body)),
+    ]
+}
+
+fn check_reports_owned(files: &[(String, String)], file: &str, line: usize, needle: &str) {
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, c)| (n.as_str(), c.as_str()))
+        .collect();
+    check_reports(&files, file, line, needle);
+}
+
+#[test]
+fn check_accepts_an_entry_whose_chinese_body_has_its_code() {
+    let files = with_command(|zh| zh.to_string());
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, c)| (n.as_str(), c.as_str()))
+        .collect();
+    let kb = kb_with(&files);
+    let out = errbook(&["check", "--kb", kb.path().to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("in English and Chinese (2)"), "{stdout}");
+}
+
+#[test]
+fn check_requires_a_chinese_body_beside_every_entry() {
+    let kb = kb_with(&[]);
+    std::fs::remove_file(kb.path().join("good-entry.zh.md")).unwrap();
+    let out = errbook(&["check", "--kb", kb.path().to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    let expected = format!(
+        "{}: no Chinese body: write it in this file, beside `good-entry.md`, with the sections 症状, 原因, 解决, 验证",
+        kb.path().join("good-entry.zh.md").display()
+    );
+    assert!(stderr.contains(&expected), "{stderr}");
+
+    // A Chinese body whose entry is gone is reported too.
+    let kb = kb_with(&[("gone.zh.md", GOOD_ZH)]);
+    let out = errbook(&["check", "--kb", kb.path().to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("gone.zh.md: a Chinese body without its entry"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn check_names_the_line_of_a_command_that_differs_between_the_languages() {
+    let files = with_command(|zh| zh.replace("NCCL_DEBUG=INFO", "NCCL_DEBUG=WARN"));
+    // The block starts on line 13 of the Chinese file, line 26 of the English one.
+    check_reports_owned(
+        &files,
+        "second.zh.md",
+        13,
+        "code block 1 differs from the English one",
+    );
+    let kb = kb_with(
+        &files
+            .iter()
+            .map(|(n, c)| (n.as_str(), c.as_str()))
+            .collect::<Vec<_>>(),
+    );
+    let out = errbook(&["check", "--kb", kb.path().to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("second.md:26): its line 1 reads `export NCCL_DEBUG=WARN` where the English reads `export NCCL_DEBUG=INFO`"),
+        "{stderr}"
+    );
+
+    let files = with_command(|zh| {
+        zh.replace(
+            "   ```bash\n   export NCCL_DEBUG=INFO\n   ```",
+            "`export NCCL_DEBUG=INFO`",
+        )
+    });
+    // The missing block belongs in the Fix, which starts on line 9.
+    check_reports_owned(
+        &files,
+        "second.zh.md",
+        9,
+        "0 code blocks, and the English body has 1",
+    );
+}
+
+#[test]
+fn check_holds_the_chinese_sections_to_the_english_ones() {
+    let files = with_command(|zh| zh.replace("## 验证", "## 检验"));
+    check_reports_owned(&files, "second.zh.md", 17, "unknown section `## 检验`");
+    check_reports_owned(
+        &files,
+        "second.zh.md",
+        1,
+        "missing the required section `## 验证`",
+    );
+
+    let files = with_command(|zh| format!("{zh}\n## 背景\n\n多出来的一节。\n"));
+    check_reports_owned(
+        &files,
+        "second.zh.md",
+        1,
+        "the sections differ from the English body's: it has Symptom, Cause, Fix, Verify, this one 症状, 原因, 解决, 验证, 背景",
+    );
 }
 
 #[test]
@@ -476,6 +610,40 @@ fn diagnose_reads_a_log_from_standard_input() {
         text.contains("line     1:"),
         "evidence with its line: {text}"
     );
+}
+
+#[test]
+fn diagnose_answers_in_chinese_with_the_chinese_fix() {
+    let kb = fixture_dir();
+    let log = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n";
+    let out = errbook_with_stdin(
+        &[
+            "diagnose",
+            "--kb",
+            kb.to_str().unwrap(),
+            "--lang",
+            "zh-CN",
+            "-",
+        ],
+        log,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let heading = text.lines().next().unwrap();
+    assert!(heading.ends_with("[cuda-oom] — 答案，置信度高"), "{text}");
+    assert!(
+        text.contains("   解决：\n     1. batch size 减半。"),
+        "{text}"
+    );
+    assert!(
+        text.contains("完整条目：errbook show cuda-oom --lang zh-CN"),
+        "{text}"
+    );
+    assert!(!text.contains("Halve the batch size"), "{text}");
 }
 
 #[test]
@@ -1064,6 +1232,16 @@ fn show_prints_an_entry_and_suggests_one_it_does_not_know() {
         stdout.starts_with("NCCL watchdog 超时：集合通信卡住"),
         "{stdout}"
     );
+    assert!(
+        stdout.contains("## 解决\n\n1. 设置 `NCCL_DEBUG=INFO`，找出落后的那个 rank。"),
+        "the Chinese body: {stdout}"
+    );
+    assert!(!stdout.contains("## Fix"), "{stdout}");
+
+    let out = errbook(&["show", "--kb", kb, "--lang", "fr", "watchdog-timeout"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("`fr` is not `en` or `zh-CN`"), "{stderr}");
 
     let out = errbook(&[
         "show",

@@ -130,10 +130,52 @@ fn check_entry(e: &Entry) -> Vec<String> {
     if e.sources.is_empty() {
         problems.push("no sources".to_string());
     }
-    if !e.markdown.contains("```") {
+    if !e.body.markdown.contains("```") {
         problems.push("body has no code block (error text, command or code)".to_string());
     }
+    match &e.body_zh {
+        None => problems.push("no Chinese body".to_string()),
+        Some(zh) => {
+            for line in untranslated(&zh.markdown) {
+                problems.push(format!("Chinese body line reads as English: {line}"));
+            }
+        }
+    }
     problems
+}
+
+/// Prose lines of a Chinese body (outside code blocks and inline code) that hold a run
+/// of eight English words and no Chinese: a sentence left untranslated.
+fn untranslated(markdown: &str) -> Vec<&str> {
+    let mut fenced = false;
+    let mut found = Vec::new();
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced || has_cjk(line) {
+            continue;
+        }
+        let prose: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+        let mut run = 0;
+        let mut longest = 0;
+        for word in prose.split_whitespace() {
+            if word
+                .chars()
+                .all(|c| c.is_ascii_alphabetic() || ",.;:'()".contains(c))
+            {
+                run += 1;
+                longest = longest.max(run);
+            } else {
+                run = 0;
+            }
+        }
+        if longest >= 8 {
+            found.push(line);
+        }
+    }
+    found
 }
 
 #[test]

@@ -411,6 +411,38 @@ async fn fetch_lists_each_cause_with_its_fix() {
 }
 
 #[tokio::test]
+async fn fetch_answers_in_chinese_when_asked() {
+    let out = call_ok(
+        "fetch",
+        json!({ "id": "nccl-invalid-usage", "lang": "zh-CN" }),
+    )
+    .await;
+    assert_eq!(out["lang"], "zh-CN", "{out:#}");
+    assert_eq!(
+        out["title"],
+        "NCCL invalid usage：模型与 device_ids 不在同一张卡"
+    );
+    let text = |field: &str| out[field].as_str().unwrap().to_string();
+    assert!(text("cause").contains("模型参数所在的设备"), "{out:#}");
+    assert!(
+        text("fix").contains("包装之前先用 `model.to(local_rank)`"),
+        "{out:#}"
+    );
+    assert!(text("verify").contains("训练正常开始"), "{out:#}");
+    assert!(
+        text("symptoms").contains("ncclInvalidUsage"),
+        "the error text stays: {out:#}"
+    );
+
+    let english = call_ok("fetch", json!({ "id": "nccl-invalid-usage", "lang": "en" })).await;
+    assert_eq!(english["lang"], "en");
+    assert!(english["fix"].as_str().unwrap().contains("Move the model"));
+
+    let message = call_err("fetch", json!({ "id": "nccl-invalid-usage", "lang": "fr" })).await;
+    assert!(message.contains("lang"), "{message}");
+}
+
+#[tokio::test]
 async fn diagnose_matches_a_traceback_with_evidence() {
     let out = call_ok("diagnose", json!({ "text": NCCL_TRACEBACK })).await;
     assert_eq!(out["verdict"], "matched", "{out:#}");

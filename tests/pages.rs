@@ -163,6 +163,61 @@ async fn paste_box_posts_to_diagnose() {
 }
 
 #[tokio::test]
+async fn the_chinese_interface_shows_the_chinese_body_with_a_link_to_the_english() {
+    let zh = [(header::COOKIE, "errbook_lang=zh-CN")];
+    let page = get_with("/entries/cuda-oom", &zh).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let b = &page.body;
+    assert!(b.contains(r#"<div class="body" lang="zh-CN">"#), "{b}");
+    assert!(b.contains(r#"<h2 id="fix">解决</h2>"#), "{b}");
+    assert!(b.contains("batch size 减半。"), "{b}");
+    assert!(!b.contains("Halve the batch size"), "{b}");
+    assert!(
+        b.contains(r#"<a href="/entries/cuda-oom?lang=en" lang="en" hreflang="en">Read this entry in English</a>"#),
+        "{b}"
+    );
+
+    // The link: the English body, the interface still Chinese.
+    let page = get_with("/entries/cuda-oom?lang=en", &zh).await;
+    let b = &page.body;
+    assert!(b.contains(r#"<html lang="zh-CN""#), "{b}");
+    assert!(b.contains(r#"<div class="body" lang="en">"#), "{b}");
+    assert!(b.contains("Halve the batch size."), "{b}");
+    assert!(b.contains(r#"href="/entries/cuda-oom?lang=zh-CN""#), "{b}");
+
+    // And the English interface offers the Chinese.
+    let page = get("/entries/cuda-oom").await;
+    assert!(page.body.contains("Halve the batch size."));
+    assert!(page.body.contains("阅读本条目的中文版"));
+
+    let page = get("/entries/cuda-oom?lang=fr").await;
+    assert_eq!(page.status, StatusCode::BAD_REQUEST);
+    assert!(page.body.contains("not `fr`"), "{}", page.body);
+}
+
+#[tokio::test]
+async fn a_chinese_answer_page_shows_the_chinese_fix() {
+    let paste = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB";
+    let page = send(
+        Request::post("/diagnose")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(header::COOKIE, "errbook_lang=zh-CN")
+            .body(Body::from(format!("text={}", encode(paste))))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let b = &page.body;
+    assert!(
+        b.contains(r#"<section class="fix" aria-labelledby="fix-heading" lang="zh-CN">"#),
+        "{b}"
+    );
+    assert!(b.contains("batch size 减半。"), "{b}");
+    assert!(!b.contains("Halve the batch size"), "{b}");
+    assert!(b.contains(r#"href="/entries/cuda-oom?lang=en#fix""#), "{b}");
+}
+
+#[tokio::test]
 async fn empty_paste_is_a_clear_400() {
     let page = post_form("/diagnose", "text=++").await;
     assert_eq!(page.status, StatusCode::BAD_REQUEST);

@@ -170,6 +170,21 @@ async fn chinese_snippet_highlights_characters() {
     assert!(page.body.contains("<mark>卡</mark>"), "{}", page.body);
 }
 
+/// Words that only the Chinese body holds (not a title, summary or symptom).
+#[tokio::test]
+async fn a_chinese_question_finds_an_entry_by_its_chinese_body() {
+    check_first("找出落后的那个", "watchdog-timeout").await;
+    check_first("显存一直低于显卡容量", "cuda-oom").await;
+    // The snippet quotes the Chinese body, marked.
+    let page = get(&format!("/search?q={}", encode("显卡容量"))).await;
+    assert!(
+        page.body.contains("<mark>显卡</mark><mark>容量</mark>")
+            || page.body.contains("<mark>显卡容量</mark>"),
+        "{}",
+        page.body
+    );
+}
+
 #[tokio::test]
 async fn unmatched_query_says_so() {
     let page = get("/search?q=zzyzx").await;

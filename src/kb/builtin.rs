@@ -12,7 +12,7 @@ struct Shipped;
 /// in one of them points at the file an author edits.
 pub const ROOT: &str = "kb";
 
-/// Every shipped entry file (READMEs, the authors' guides, left out), as the path it
+/// Every shipped entry file and Chinese body (READMEs, the authors' guides, left out), as the path it
 /// has in the repository, in a stable order.
 pub fn files() -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = Shipped::iter()

@@ -5,11 +5,11 @@ use std::sync::{Arc, OnceLock};
 
 use serde_saphyr::Spanned;
 
-use super::Problem;
 use super::front_matter::{self, FrontMatter, SignatureSpec, VersionSpec};
 use super::markdown;
 use super::matcher::Matcher;
 use super::versions::Affected;
+use super::{Lang, Problem};
 
 /// A validated entry. Past `Kb::load`, every field can be trusted: the slug matches the
 /// file name, regexes compile, the body has its sections.
@@ -35,20 +35,125 @@ pub struct Entry {
     pub branch_lines: Vec<usize>,
     /// Releases the problem affects, by package.
     pub versions: Vec<Affected>,
-    /// The Markdown body as written.
-    pub markdown: String,
-    /// The body rendered to sanitised HTML, on first use (see `html`).
-    pub(super) html: OnceLock<String>,
-    /// The body as plain text, for indexing and snippets.
-    pub text: String,
+    /// The English body.
+    pub body: Body,
+    /// The Chinese body, from the file beside the entry's (`<slug>.zh.md`), when it
+    /// has one; `errbook check` requires it.
+    pub body_zh: Option<Body>,
     /// Where the entry was loaded from.
     pub path: PathBuf,
 }
 
 impl Entry {
-    /// The Markdown of one `## Heading` section of the body, heading excluded
-    /// (`section("Fix")`).
-    pub fn section(&self, heading: &str) -> Option<&str> {
+    /// The body in `lang`, or the English one when the entry has no Chinese body.
+    pub fn body(&self, lang: Lang) -> &Body {
+        match lang {
+            Lang::Zh => self.body_zh.as_ref().unwrap_or(&self.body),
+            Lang::En => &self.body,
+        }
+    }
+
+    /// The Markdown of one section of the English body, heading excluded.
+    pub fn section(&self, section: Section) -> Option<&str> {
+        self.body.section(section)
+    }
+
+    /// Where the entry's Chinese body is, or would be: `<slug>.zh.md` beside it.
+    pub fn path_zh(&self) -> PathBuf {
+        translation_path(&self.path)
+    }
+}
+
+/// The file holding the Chinese body of the entry file `path`.
+pub(super) fn translation_path(path: &Path) -> PathBuf {
+    path.with_extension("zh.md")
+}
+
+/// One of the sections of an entry body, named `## Fix` in English and `## 解决` in
+/// Chinese.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Section {
+    Symptom,
+    Cause,
+    Fix,
+    Verify,
+    Background,
+}
+
+impl Section {
+    /// The sections every body must have, in this order.
+    pub const REQUIRED: [Section; 4] = [
+        Section::Symptom,
+        Section::Cause,
+        Section::Fix,
+        Section::Verify,
+    ];
+    pub const ALL: [Section; 5] = [
+        Section::Symptom,
+        Section::Cause,
+        Section::Fix,
+        Section::Verify,
+        Section::Background,
+    ];
+
+    /// The section's level-two heading in `lang`.
+    pub fn heading(self, lang: Lang) -> &'static str {
+        match (self, lang) {
+            (Section::Symptom, Lang::En) => "Symptom",
+            (Section::Cause, Lang::En) => "Cause",
+            (Section::Fix, Lang::En) => "Fix",
+            (Section::Verify, Lang::En) => "Verify",
+            (Section::Background, Lang::En) => "Background",
+            (Section::Symptom, Lang::Zh) => "症状",
+            (Section::Cause, Lang::Zh) => "原因",
+            (Section::Fix, Lang::Zh) => "解决",
+            (Section::Verify, Lang::Zh) => "验证",
+            (Section::Background, Lang::Zh) => "背景",
+        }
+    }
+
+    /// The section a heading in `lang` names.
+    pub fn named(heading: &str, lang: Lang) -> Option<Section> {
+        let heading = heading.trim();
+        Section::ALL
+            .into_iter()
+            .find(|s| s.heading(lang).eq_ignore_ascii_case(heading))
+    }
+}
+
+/// An entry's body in one language.
+#[derive(Debug, Clone)]
+pub struct Body {
+    pub lang: Lang,
+    /// The Markdown as written, trimmed.
+    pub markdown: String,
+    /// The body as plain text, for indexing and snippets.
+    pub text: String,
+    /// The body rendered to sanitised HTML, on first use (see `html`).
+    html: OnceLock<String>,
+    /// The file the body was read from, and the line of that file on which `markdown`
+    /// starts.
+    pub path: PathBuf,
+    pub line: usize,
+}
+
+impl Body {
+    /// `markdown`, read from `path` where it starts on line `line`.
+    pub fn new(lang: Lang, markdown: &str, path: &Path, line: usize) -> Body {
+        let skipped = markdown.len() - markdown.trim_start().len();
+        Body {
+            lang,
+            markdown: markdown.trim().to_string(),
+            text: markdown::plain_text(markdown),
+            html: OnceLock::new(),
+            path: path.to_path_buf(),
+            line: line + markdown[..skipped].matches('\n').count(),
+        }
+    }
+
+    /// The Markdown of one section, heading excluded.
+    pub fn section(&self, section: Section) -> Option<&str> {
+        let heading = section.heading(self.lang);
         let start = self
             .markdown
             .match_indices("## ")
@@ -328,12 +433,14 @@ impl Entry {
     /// each file (checks across entries, like `related` slugs, aside). `path` names
     /// the file in the problems returned.
     pub fn from_file_text(path: &Path, text: &str) -> Result<Entry, Vec<Problem>> {
-        parse(path, text).map(|parsed| parsed.entry)
+        parse(path, text, None).map(|parsed| parsed.entry)
     }
 }
 
-/// Parses and validates one file. Returns every problem found in it.
-pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
+/// Parses and validates one file, with the text of its Chinese body when it has one.
+/// Returns every problem found in it. (How the Chinese body agrees with the English
+/// one is `errbook check`'s to say: see `super::translation`.)
+pub(super) fn parse(path: &Path, text: &str, zh: Option<&str>) -> Result<Parsed, Vec<Problem>> {
     let split = front_matter::split(text).map_err(|msg| vec![Problem::new(path, Some(1), msg)])?;
     let fm: FrontMatter = serde_saphyr::from_str(split.yaml).map_err(|err| {
         let options = serde_saphyr::render_options! { snippets: serde_saphyr::SnippetMode::Off };
@@ -499,7 +606,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
     }
 
     let body = split.body;
-    for (line, message) in markdown::check_sections(body) {
+    for (line, message) in markdown::check_sections(body, Lang::En) {
         v.problems.push(Problem::new(
             path,
             Some(line + split.body_line - 1),
@@ -527,9 +634,8 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Parsed, Vec<Problem>> {
             branches,
             branch_lines,
             versions,
-            markdown: body.trim().to_string(),
-            html: OnceLock::new(),
-            text: markdown::plain_text(body),
+            body: Body::new(Lang::En, body, path, split.body_line),
+            body_zh: zh.map(|zh| Body::new(Lang::Zh, zh, &translation_path(path), 1)),
             path: path.to_path_buf(),
         },
         slug_line,

@@ -3,10 +3,9 @@
 
 use std::sync::LazyLock;
 
-use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd, html};
+use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd, html};
 
-/// The sections every entry body must have, in this order.
-pub const REQUIRED_SECTIONS: [&str; 4] = ["Symptom", "Cause", "Fix", "Verify"];
+use super::{Lang, Section};
 
 fn options() -> Options {
     Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH
@@ -22,7 +21,7 @@ static SANITIZER: LazyLock<ammonia::Builder<'static>> = LazyLock::new(|| {
 });
 
 /// Renders a Markdown body to sanitised HTML; level-two headings get ids (`#fix`) so
-/// sections can be linked to.
+/// sections can be linked to, the same in both languages (`## 解决` is `#fix` too).
 pub fn render_markdown(markdown: &str) -> String {
     let events: Vec<Event> = Parser::new_ext(markdown, options()).collect();
     let mut with_ids = Vec::with_capacity(events.len());
@@ -42,9 +41,13 @@ pub fn render_markdown(markdown: &str) -> String {
                         _ => None,
                     })
                     .collect();
+                let title = match Section::named(&title, Lang::Zh) {
+                    Some(section) => section.heading(Lang::En),
+                    None => &title,
+                };
                 with_ids.push(Event::Start(Tag::Heading {
                     level: HeadingLevel::H2,
-                    id: Some(anchor(&title).into()),
+                    id: Some(anchor(title).into()),
                     classes: classes.clone(),
                     attrs: attrs.clone(),
                 }));
@@ -92,11 +95,18 @@ pub fn plain_text(markdown: &str) -> String {
     out
 }
 
-/// Problems with the body's sections, as (1-based line in the body, message).
-pub(super) fn check_sections(markdown: &str) -> Vec<(usize, String)> {
+/// A level-two heading: its text, the line it is on (1-based, in the body), and
+/// whether any text follows it before the next one.
+pub(super) struct Heading {
+    pub title: String,
+    pub line: usize,
+    pub has_text: bool,
+}
+
+/// The level-two headings of a body, in order.
+pub(super) fn headings(markdown: &str) -> Vec<Heading> {
     let line_of = |offset: usize| markdown[..offset].matches('\n').count() + 1;
-    // (title, line, has text after it)
-    let mut headings: Vec<(String, usize, bool)> = Vec::new();
+    let mut headings: Vec<Heading> = Vec::new();
     let mut current: Option<String> = None;
     for (event, range) in Parser::new_ext(markdown, options()).into_offset_iter() {
         match event {
@@ -106,7 +116,11 @@ pub(super) fn check_sections(markdown: &str) -> Vec<(usize, String)> {
             }) => current = Some(String::new()),
             Event::End(TagEnd::Heading(HeadingLevel::H2)) => {
                 if let Some(title) = current.take() {
-                    headings.push((title.trim().to_string(), line_of(range.start), false));
+                    headings.push(Heading {
+                        title: title.trim().to_string(),
+                        line: line_of(range.start),
+                        has_text: false,
+                    });
                 }
             }
             Event::Text(t) | Event::Code(t) if current.is_some() => {
@@ -114,41 +128,80 @@ pub(super) fn check_sections(markdown: &str) -> Vec<(usize, String)> {
             }
             Event::Text(_) | Event::Code(_) | Event::Html(_) => {
                 if let Some(last) = headings.last_mut() {
-                    last.2 = true;
+                    last.has_text = true;
                 }
             }
             _ => {}
         }
     }
+    headings
+}
 
+/// Problems with the sections of a body in `lang`, as (1-based line in the body,
+/// message).
+pub(super) fn check_sections(markdown: &str, lang: Lang) -> Vec<(usize, String)> {
+    let headings = headings(markdown);
     let mut problems = Vec::new();
     let mut previous: Option<(usize, &str)> = None;
-    for name in REQUIRED_SECTIONS {
-        match headings
-            .iter()
-            .find(|(t, _, _)| t.eq_ignore_ascii_case(name))
-        {
+    for section in Section::REQUIRED {
+        let name = section.heading(lang);
+        match headings.iter().find(|h| h.title.eq_ignore_ascii_case(name)) {
             None => problems.push((
                 1,
                 format!("body is missing the required section `## {name}`"),
             )),
-            Some((_, line, has_text)) => {
-                if !has_text {
-                    problems.push((*line, format!("section `## {name}` is empty")));
+            Some(h) => {
+                if !h.has_text {
+                    problems.push((h.line, format!("section `## {name}` is empty")));
                 }
                 if let Some((prev_line, prev)) = previous
-                    && *line < prev_line
+                    && h.line < prev_line
                 {
                     problems.push((
-                        *line,
+                        h.line,
                         format!("section `## {name}` must come after `## {prev}`"),
                     ));
                 }
-                previous = Some((*line, name));
+                previous = Some((h.line, name));
             }
         }
     }
     problems
+}
+
+/// A code block of a body: its info string (`bash`; empty for an indented block), its
+/// text as a reader copies it (a list item's indentation removed), and its line.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct CodeBlock {
+    pub info: String,
+    pub text: String,
+    pub line: usize,
+}
+
+/// The code blocks of a body, in order.
+pub(super) fn code_blocks(markdown: &str) -> Vec<CodeBlock> {
+    let line_of = |offset: usize| markdown[..offset].matches('\n').count() + 1;
+    let mut blocks = Vec::new();
+    let mut open: Option<CodeBlock> = None;
+    for (event, range) in Parser::new_ext(markdown, options()).into_offset_iter() {
+        match event {
+            Event::Start(Tag::CodeBlock(kind)) => {
+                let info = match kind {
+                    CodeBlockKind::Fenced(info) => info.trim().to_string(),
+                    CodeBlockKind::Indented => String::new(),
+                };
+                open = Some(CodeBlock {
+                    info,
+                    text: String::new(),
+                    line: line_of(range.start),
+                });
+            }
+            Event::Text(t) if open.is_some() => open.as_mut().unwrap().text.push_str(&t),
+            Event::End(TagEnd::CodeBlock) => blocks.extend(open.take()),
+            _ => {}
+        }
+    }
+    blocks
 }
 
 #[cfg(test)]
@@ -159,13 +212,13 @@ mod tests {
 
     #[test]
     fn complete_body_has_no_section_problems() {
-        assert!(check_sections(GOOD).is_empty());
+        assert!(check_sections(GOOD, Lang::En).is_empty());
     }
 
     #[test]
     fn missing_empty_and_misordered_sections_are_reported() {
         let body = "## Cause\n\ntext\n\n## Symptom\n\ntext\n\n## Fix\n\n## Verify\n\nok\n";
-        let problems = check_sections(body);
+        let problems = check_sections(body, Lang::En);
         let messages: Vec<_> = problems.iter().map(|(_, m)| m.as_str()).collect();
         assert!(
             messages
@@ -173,7 +226,7 @@ mod tests {
                 .any(|m| m.contains("`## Cause` must come after"))
         );
         assert!(problems.contains(&(9, "section `## Fix` is empty".to_string())));
-        let missing = check_sections("## Symptom\n\ntext\n");
+        let missing = check_sections("## Symptom\n\ntext\n", Lang::En);
         assert_eq!(missing.len(), 3);
     }
 
@@ -183,6 +236,9 @@ mod tests {
             "## Fix\n\n```bash\nexport NCCL_DEBUG=INFO\n```\n\n<script>alert(1)</script>\n",
         );
         assert!(html.contains("<h2 id=\"fix\">Fix</h2>"), "{html}");
+        let zh = render_markdown("## 解决\n\n重启。\n\n## 背景\n\n见下。\n");
+        assert!(zh.contains("<h2 id=\"fix\">解决</h2>"), "{zh}");
+        assert!(zh.contains("<h2 id=\"background\">背景</h2>"), "{zh}");
         assert!(html.contains("<code class=\"language-bash\">"), "{html}");
         assert!(!html.contains("<script"), "{html}");
     }

@@ -4,20 +4,25 @@
 mod builtin;
 mod entry;
 mod front_matter;
+mod lang;
 mod markdown;
 mod matcher;
 mod signatures;
+mod translation;
 mod versions;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use rustc_hash::FxHashMap;
 
-pub use entry::{BRANCH_FACTS, Branch, Entry, ExitSpec, LazyRegex, Signature, SignatureKind};
+pub use entry::{
+    BRANCH_FACTS, Body, Branch, Entry, ExitSpec, LazyRegex, Section, Signature, SignatureKind,
+};
+pub use lang::Lang;
 pub use markdown::render_markdown;
 pub use matcher::{Found, Matcher};
 pub use signatures::{SignatureMatch, SignatureSet};
@@ -179,6 +184,8 @@ pub struct Kb {
     /// A hash of every file the entries were read from (paths relative to the kb
     /// folder, and contents), or `None` when the entries did not come from files.
     fingerprint: Option<u128>,
+    /// Chinese bodies found without their English entry.
+    stray: Vec<PathBuf>,
 }
 
 /// What `parse_all` found in the files.
@@ -188,6 +195,8 @@ struct Parsed {
     problems: Vec<Problem>,
     /// A hash of each file's path and contents.
     hashes: Vec<u128>,
+    /// Chinese bodies without an English entry beside them.
+    stray: Vec<PathBuf>,
 }
 
 impl Parsed {
@@ -195,6 +204,7 @@ impl Parsed {
         self.entries.append(&mut other.entries);
         self.problems.append(&mut other.problems);
         self.hashes.append(&mut other.hashes);
+        self.stray.append(&mut other.stray);
     }
 
     /// One hash for the whole set of files, whatever order they were read in.
@@ -209,41 +219,59 @@ impl Parsed {
 }
 
 /// Reads (with `read`) and parses `files`, on as many threads as there are cores:
-/// parsing (YAML, Markdown, sanitising) is most of loading. `root` is the folder the
-/// files are under, `layer` tells folders apart in the fingerprint.
+/// parsing (YAML, Markdown, sanitising) is most of loading. Each entry file is read
+/// with its Chinese body (`<slug>.zh.md`) when `files` has one. `root` is the folder
+/// the files are under, `layer` tells folders apart in the fingerprint.
 fn parse_all<R>(root: &Path, layer: u8, files: &[PathBuf], read: R) -> Parsed
 where
     R: Fn(&Path) -> std::io::Result<Cow<'static, str>> + Sync,
 {
+    let is_translation = |path: &PathBuf| path.to_string_lossy().ends_with(".zh.md");
+    let translations: HashSet<&PathBuf> = files.iter().filter(|p| is_translation(p)).collect();
+    let entries: Vec<&PathBuf> = files.iter().filter(|p| !is_translation(p)).collect();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunk = files.len().div_ceil(threads).max(1);
-    let parse_chunk = |paths: &[PathBuf]| {
+    let chunk = entries.len().div_ceil(threads).max(1);
+    let parse_chunk = |paths: &[&PathBuf]| {
         let mut parsed = Parsed::default();
+        let read_hashed = |parsed: &mut Parsed, path: &Path| match read(path) {
+            Ok(text) => {
+                parsed.hashes.push(file_hash(root, layer, path, &text));
+                Some(text)
+            }
+            Err(err) => {
+                parsed
+                    .problems
+                    .push(Problem::new(path, None, format!("cannot read file: {err}")));
+                None
+            }
+        };
         for path in paths {
-            match read(path) {
-                Ok(text) => {
-                    parsed.hashes.push(file_hash(root, layer, path, &text));
-                    match entry::parse(path, &text) {
-                        Ok(entry) => parsed.entries.push(entry),
-                        Err(mut found) => parsed.problems.append(&mut found),
-                    }
+            let Some(text) = read_hashed(&mut parsed, path) else {
+                continue;
+            };
+            let zh_path = entry::translation_path(path);
+            let zh = if translations.contains(&zh_path) {
+                match read_hashed(&mut parsed, &zh_path) {
+                    Some(zh) => Some(zh),
+                    None => continue,
                 }
-                Err(err) => parsed.problems.push(Problem::new(
-                    path,
-                    None,
-                    format!("cannot read file: {err}"),
-                )),
+            } else {
+                None
+            };
+            match entry::parse(path, &text, zh.as_deref()) {
+                Ok(entry) => parsed.entries.push(entry),
+                Err(mut found) => parsed.problems.append(&mut found),
             }
         }
         parsed
     };
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = files
+    let mut all = std::thread::scope(|scope| {
+        let workers: Vec<_> = entries
             .chunks(chunk)
             .map(|paths| scope.spawn(|| parse_chunk(paths)))
             .collect();
         let mut all = Parsed::default();
-        all.entries.reserve(files.len());
+        all.entries.reserve(entries.len());
         for worker in workers {
             all.append(
                 worker
@@ -252,7 +280,14 @@ where
             );
         }
         all
-    })
+    });
+    let english: HashSet<PathBuf> = entries.iter().map(|p| entry::translation_path(p)).collect();
+    all.stray = translations
+        .into_iter()
+        .filter(|zh| !english.contains(*zh))
+        .cloned()
+        .collect();
+    all
 }
 
 /// A hash of a file's layer, its path under its folder, and its text.
@@ -294,6 +329,7 @@ impl Kb {
         let Parsed {
             mut entries,
             mut problems,
+            mut stray,
             ..
         } = shipped;
         entries.sort_by(|a, b| a.entry.slug.cmp(&b.entry.slug));
@@ -304,6 +340,8 @@ impl Kb {
         }
         let mut kb = Kb::assemble(entries.into_iter().map(|p| p.entry).collect());
         kb.fingerprint = Some(fingerprint);
+        stray.sort();
+        kb.stray = stray;
         Ok(Loaded { kb, replaced })
     }
 
@@ -339,6 +377,7 @@ impl Kb {
             signatures: OnceLock::new(),
             referenced: OnceLock::new(),
             fingerprint: None,
+            stray: Vec::new(),
         }
     }
 
@@ -358,6 +397,24 @@ impl Kb {
     /// (Examples are documentation and test data; serving does not need them checked.)
     pub fn example_problems(&self) -> Vec<Problem> {
         check_examples(&self.entries, self.signatures())
+    }
+
+    /// The authoring checks of the Chinese bodies: every entry has one, with the
+    /// English body's sections and the same code blocks, and none is without its entry.
+    pub fn translation_problems(&self) -> Vec<Problem> {
+        let mut problems: Vec<Problem> = self
+            .entries
+            .iter()
+            .flat_map(translation::problems)
+            .collect();
+        problems.extend(self.stray.iter().map(|path| {
+            Problem::new(
+                path,
+                None,
+                "a Chinese body without its entry: the English file beside it is missing",
+            )
+        }));
+        problems
     }
 
     /// Compiles every signature regex (serving compiles each only when a paste needs
@@ -431,7 +488,8 @@ impl Kb {
     }
 }
 
-/// All `.md` files below `dir` except READMEs, in a stable order.
+/// All `.md` files below `dir` except READMEs (entries and their Chinese bodies), in a
+/// stable order.
 fn markdown_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
     let io = |source| LoadError::Io {
         path: dir.to_path_buf(),

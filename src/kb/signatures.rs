@@ -635,9 +635,8 @@ mod tests {
             branches: vec![],
             branch_lines: vec![],
             versions: vec![],
-            markdown: String::new(),
-            html: Default::default(),
-            text: String::new(),
+            body: crate::kb::Body::new(crate::kb::Lang::En, "", std::path::Path::new(""), 1),
+            body_zh: None,
             path: Default::default(),
         }
     }

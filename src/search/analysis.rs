@@ -444,6 +444,21 @@ pub fn is_cjk(c: char) -> bool {
         | '\u{20000}'..='\u{2a6df}')
 }
 
+/// The runs of Chinese characters in `text`, one per line: what a Chinese body adds to
+/// its English one (the commands, identifiers and error text in it are the English
+/// body's, which the index holds already).
+pub fn chinese_runs(text: &str) -> String {
+    let mut out = String::new();
+    for run in text
+        .split(|c: char| !is_cjk(c))
+        .filter(|run| !run.is_empty())
+    {
+        out.push_str(run);
+        out.push('\n');
+    }
+    out
+}
+
 fn is_word_char(c: char) -> bool {
     (c.is_alphanumeric() || c == '_') && !is_cjk(c)
 }
@@ -1142,7 +1157,13 @@ mod tests {
         let kb = crate::kb::Kb::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kb"))
             .unwrap();
         for e in kb.entries() {
-            let texts = [&e.title, &e.title_zh, &e.summary, &e.summary_zh, &e.text];
+            let texts = [
+                &e.title,
+                &e.title_zh,
+                &e.summary,
+                &e.summary_zh,
+                &e.body.text,
+            ];
             for text in texts.into_iter().chain(&e.symptoms).chain(&e.examples) {
                 assert_same_as_reference(text);
             }

@@ -748,7 +748,11 @@ fn part_texts(entry: &Entry, part: Part) -> Vec<Cow<'_, str>> {
             entry.summary_zh.as_str().into(),
         ],
         Part::Tags => vec![entry.tags.join(" ").into()],
-        Part::Body => vec![entry.text.as_str().into()],
+        Part::Body => vec![entry.body.text.as_str().into()],
+        Part::BodyZh => match &entry.body_zh {
+            Some(zh) => vec![analysis::chinese_runs(&zh.text).into()],
+            None => vec![],
+        },
         Part::Examples => borrowed(&entry.examples),
     }
 }
@@ -772,8 +776,8 @@ fn document(fields: &Fields, position: usize, entry: &Entry) -> TantivyDocument 
     doc
 }
 
-/// The best excerpt for this query: from the body, else from the summaries and
-/// symptoms (where Chinese phrasing lives); the summary when no term occurs in either.
+/// The best excerpt for this query: from the English body, else the Chinese one, else
+/// the summaries and symptoms; the summary when no term occurs in any.
 /// Returns (plain text, HTML).
 fn excerpt(highlighter: Option<&Highlighter>, entry: &Entry) -> (String, String) {
     if let Some(highlighter) = highlighter {
@@ -785,8 +789,10 @@ fn excerpt(highlighter: Option<&Highlighter>, entry: &Entry) -> (String, String)
                 entry.symptoms.join(" · ")
             )
         };
+        let zh = || entry.body_zh.as_ref().map(|zh| zh.text.as_str());
         if let Some(found) = highlighter
-            .snippet(&entry.text)
+            .snippet(&entry.body.text)
+            .or_else(|| zh().and_then(|zh| highlighter.snippet(zh)))
             .or_else(|| highlighter.snippet(&extra()))
         {
             return (found.plain, found.html);

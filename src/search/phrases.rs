@@ -68,7 +68,7 @@ impl Passages {
                         .flat_map(|e| e.lines())
                         .map(str::to_string),
                 );
-                lines.extend(entry.text.lines().map(str::to_string));
+                lines.extend(entry.body.text.lines().map(str::to_string));
                 lines.retain(|l| !l.trim().is_empty() && l.len() <= MAX_PASSAGE);
                 lines.sort_unstable();
                 lines.dedup();

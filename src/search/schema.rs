@@ -35,17 +35,20 @@ pub enum Part {
     Summary,
     Tags,
     Body,
+    /// The Chinese characters of the Chinese body (see `analysis::chinese_runs`).
+    BodyZh,
     Examples,
 }
 
 impl Part {
-    pub const ALL: [Part; 7] = [
+    pub const ALL: [Part; 8] = [
         Part::Title,
         Part::Signatures,
         Part::Symptoms,
         Part::Summary,
         Part::Tags,
         Part::Body,
+        Part::BodyZh,
         Part::Examples,
     ];
 
@@ -57,6 +60,7 @@ impl Part {
             Part::Summary => "summary",
             Part::Tags => "tags",
             Part::Body => "body",
+            Part::BodyZh => "body_zh",
             Part::Examples => "examples",
         }
     }
@@ -71,6 +75,7 @@ impl Part {
             Part::Summary => 2.0,
             Part::Tags => 1.5,
             Part::Body => 1.0,
+            Part::BodyZh => 1.0,
             Part::Examples => 0.5,
         }
     }

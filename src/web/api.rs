@@ -24,7 +24,7 @@ use super::error_bodies::RETRY_AFTER_SECS;
 use super::{AppState, MAX_BODY_BYTES, NON_BLANK, WatchState, integer};
 use crate::answer::{Affected, DiagnoseResponse, SearchResponse};
 use crate::diagnose;
-use crate::kb::Entry;
+use crate::kb::{Entry, Lang};
 use crate::search::{MAX_LIMIT, SearchQuery};
 
 const DEFAULT_LIMIT: usize = 10;
@@ -405,29 +405,69 @@ pub struct EntryResponse {
     pub sources: Vec<String>,
     /// Releases the problem affects, by package.
     pub versions: Vec<Affected>,
-    /// The entry body as Markdown (Symptom, Cause, Fix, Verify).
+    /// The language of `markdown` and `html`: the one asked for, or `en` when the entry
+    /// has no Chinese body.
+    #[schema(example = "zh-CN")]
+    pub lang: String,
+    /// The entry body as Markdown: Symptom, Cause, Fix, Verify and Background, in
+    /// Chinese 症状, 原因, 解决, 验证 and 背景.
     pub markdown: String,
     /// The same rendered to sanitized HTML.
     pub html: String,
 }
 
-/// One entry in full: metadata, Markdown and HTML.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EntryParams {
+    /// The body's language, `en` or `zh-CN` (`zh` will do); without it, the
+    /// `Accept-Language` header's, else English.
+    #[param(example = "zh-CN")]
+    pub lang: Option<String>,
+}
+
+/// The language a request asks for: `lang` when given (an unknown one is a 422), else
+/// `Accept-Language`, else English.
+pub(super) fn requested_lang(lang: Option<&str>, headers: &HeaderMap) -> Result<Lang, AppError> {
+    match lang {
+        Some(tag) => Lang::parse(tag).ok_or_else(|| {
+            AppError::Unprocessable(format!(
+                "unknown `lang` `{}`: use `en` or `zh-CN`",
+                diagnose::clip(tag, 40)
+            ))
+        }),
+        None => Ok(headers
+            .get(header::ACCEPT_LANGUAGE)
+            .and_then(|v| v.to_str().ok())
+            .map_or(Lang::En, Lang::from_accept_language)),
+    }
+}
+
+/// One entry in full: metadata, and its body as Markdown and HTML in English or Chinese.
 #[utoipa::path(
     get,
     path = "/entries/{slug}",
     tag = "entries",
     operation_id = "get_entry",
-    params(("slug" = String, Path, description = "The entry's slug, e.g. `nccl-watchdog-timeout`", example = "nccl-watchdog-timeout")),
+    params(
+        ("slug" = String, Path, description = "The entry's slug, e.g. `nccl-watchdog-timeout`", example = "nccl-watchdog-timeout"),
+        EntryParams,
+        ("Accept-Language" = Option<String>, Header, description = "The body's language when `lang` is not given", example = "zh-CN,zh;q=0.9"),
+    ),
     responses(
         (status = 200, description = "The entry", body = EntryResponse),
-        (status = 400, description = "A slug that is not valid UTF-8 once percent-decoded", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A slug that is not valid UTF-8 once percent-decoded, or a malformed query string", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No entry has this slug", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A `lang` other than `en` or `zh-CN`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn entry(
     State(state): State<AppState>,
     Path(slug): Path<String>,
+    params: Result<Query<EntryParams>, QueryRejection>,
+    headers: HeaderMap,
 ) -> Result<Json<EntryResponse>, ApiError> {
+    let Query(params) = params.map_err(|e| AppError::BadRequest(e.body_text()))?;
+    let lang = requested_lang(params.lang.as_deref(), &headers)?;
     let served = state.served();
     let e = served
         .index
@@ -446,8 +486,9 @@ pub async fn entry(
         related: e.related.clone(),
         sources: e.sources.clone(),
         versions: Affected::of(e),
-        markdown: e.markdown.clone(),
-        html: e.html().to_string(),
+        lang: e.body(lang).lang.code().to_string(),
+        markdown: e.body(lang).markdown.clone(),
+        html: e.body(lang).html().to_string(),
     }))
 }
 

@@ -12,31 +12,9 @@ use axum::http::{HeaderMap, header};
 /// Name of the cookie the language switch sets.
 pub const COOKIE: &str = "errbook_lang";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lang {
-    En,
-    Zh,
-}
+pub use crate::kb::Lang;
 
 impl Lang {
-    /// The BCP 47 tag, as `<html lang>` and the cookie carry it.
-    pub fn code(self) -> &'static str {
-        match self {
-            Lang::En => "en",
-            Lang::Zh => "zh-CN",
-        }
-    }
-
-    /// A language tag or cookie value, loosely: `zh`, `zh-CN`, `zh-Hans`, `en-GB`…
-    pub fn parse(tag: &str) -> Option<Lang> {
-        let primary = tag.trim().split(['-', '_']).next()?.to_ascii_lowercase();
-        match primary.as_str() {
-            "en" => Some(Lang::En),
-            "zh" => Some(Lang::Zh),
-            _ => None,
-        }
-    }
-
     /// The supported language the browser prefers most (by `q` weight, then order);
     /// English when it names neither.
     pub fn from_accept_language(value: &str) -> Lang {
@@ -73,17 +51,6 @@ impl Lang {
                 .and_then(|v| v.to_str().ok())
                 .map_or(Lang::En, Lang::from_accept_language)
         })
-    }
-
-    pub fn other(self) -> Lang {
-        match self {
-            Lang::En => Lang::Zh,
-            Lang::Zh => Lang::En,
-        }
-    }
-
-    pub fn is_zh(self) -> bool {
-        self == Lang::Zh
     }
 
     pub fn labels(self) -> &'static Labels {

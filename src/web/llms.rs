@@ -58,7 +58,7 @@ fn markdown(state: &AppState, e: &Entry) -> String {
         e.tags.join(", "),
         state.entry_url(&e.slug)
     );
-    out.push_str(e.markdown.trim());
+    out.push_str(e.body.markdown.trim());
     out.push('\n');
     out
 }

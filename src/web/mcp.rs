@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 use super::{AppState, integer, off_the_runtime};
 use crate::answer::{self, Affected, DiagnoseResponse};
 use crate::diagnose::{DEFAULT_MATCHES, MAX_MATCHES, Request, clip};
-use crate::kb::{Branch, Kb};
+use crate::kb::{Branch, Kb, Lang, Section};
 use crate::search::{SearchError, SearchQuery};
 
 /// The protocol version this server speaks, and answers `initialize` with.
@@ -638,13 +638,14 @@ fn listed<'a>(names: impl Iterator<Item = &'a str>) -> String {
     listed
 }
 
-const FETCH_USAGE: &str =
-    "Arguments: `id` (string, required: an entry id returned by `search` or `diagnose`).";
+const FETCH_USAGE: &str = "Arguments: `id` (string, required: an entry id returned by \
+`search` or `diagnose`), `lang` (`en` or `zh-CN`, default `en`: the language of the texts).";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FetchArgs {
     id: String,
+    lang: Option<String>,
 }
 
 /// An entry as a model needs it: what the problem looks like, why it happens, how to
@@ -653,6 +654,9 @@ struct FetchArgs {
 #[derive(Serialize)]
 struct FetchOutput {
     id: String,
+    /// The language of the texts below: the one asked for (`en` when the entry has no
+    /// Chinese body; its title and summary are then still Chinese).
+    lang: &'static str,
     title: String,
     url: String,
     summary: String,
@@ -693,29 +697,41 @@ fn fetch(state: &AppState, args: Value) -> Result<Value, ToolError> {
             clip(id, 80)
         ))
     })?;
-    let section = |heading: &str| entry.section(heading).unwrap_or_default();
+    let lang = match args.lang.as_deref() {
+        None => Lang::En,
+        Some(tag) => Lang::parse(tag).ok_or_else(|| {
+            ToolError::Invalid(format!(
+                "unknown `lang` `{}`: use `en` or `zh-CN`. {FETCH_USAGE}",
+                clip(tag, 40)
+            ))
+        })?,
+    };
+    let body = entry.body(lang);
+    let section = |section: Section| body.section(section).unwrap_or_default();
+    let pick = |en, zh| lang.pick(en, zh);
     fit(|clip| FetchOutput {
         id: entry.slug.clone(),
-        title: entry.title.clone(),
+        lang: body.lang.code(),
+        title: pick(&entry.title, &entry.title_zh).to_string(),
         url: state.entry_url(&entry.slug),
-        summary: clip.text(&entry.summary),
-        symptoms: clip.text(section("Symptom")),
-        cause: clip.text(section("Cause")),
-        fix: clip.text(section("Fix")),
-        verify: clip.text(section("Verify")),
+        summary: clip.text(pick(&entry.summary, &entry.summary_zh)),
+        symptoms: clip.text(section(Section::Symptom)),
+        cause: clip.text(section(Section::Cause)),
+        fix: clip.text(section(Section::Fix)),
+        verify: clip.text(section(Section::Verify)),
         causes: (entry.branches.iter())
             .map(|b| FetchCause {
                 id: b.id.clone(),
-                title: b.title.clone(),
+                title: pick(&b.title, &b.title_zh).to_string(),
                 // Without a paste, each placeholder reads as its fallback.
-                fix: clip.text(&Branch::filled(&b.fix, &[])),
+                fix: clip.text(&Branch::filled(pick(&b.fix, &b.fix_zh), &[])),
             })
             .collect(),
         related: (entry.related.iter())
             .filter_map(|slug| kb.get(slug))
             .map(|r| RelatedEntry {
                 id: r.slug.clone(),
-                title: r.title.clone(),
+                title: pick(&r.title, &r.title_zh).to_string(),
             })
             .collect(),
         references: (entry.sources.iter())
@@ -776,7 +792,7 @@ fn tool_definitions(state: &AppState) -> Vec<Value> {
             "fetch",
             "Read an errbook entry",
             "Read one errbook entry by its id (from `search` or `diagnose`): summary, \
-             symptoms, cause, fix and how to verify it, in Markdown; its several causes \
+             symptoms, cause, fix and how to verify it, in Markdown (in Chinese with `lang` `zh-CN`); its several causes \
              with their fixes, if it has them; related entries and references.",
             fetch_input_schema(kb),
             fetch_output_schema(),
@@ -857,6 +873,13 @@ fn fetch_input_schema(kb: &Kb) -> Value {
         "type": "object",
         "properties": {
             "id": text_argument(longest(slugs), "Entry id (slug), e.g. `nccl-invalid-usage`."),
+            "lang": {
+                "type": "string",
+                "enum": ["en", "zh-CN"],
+                "maxLength": 5,
+                "default": "en",
+                "description": "Language of the texts: `zh-CN` for a user who writes Chinese.",
+            },
         },
         "required": ["id"],
         "additionalProperties": false,
@@ -933,6 +956,7 @@ fn fetch_output_schema() -> Value {
     let markdown = |what: &str| json!({ "type": "string", "description": what });
     object(json!({
         "id": string(),
+        "lang": { "type": "string", "enum": ["en", "zh-CN"], "description": "The language of the texts." },
         "title": string(),
         "url": string(),
         "summary": markdown("The problem and its fix in a few sentences."),

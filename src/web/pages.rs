@@ -18,8 +18,10 @@ use super::AppState;
 use super::error::AppError;
 use super::i18n::{self, Labels, Lang};
 use super::{assets, share};
-use crate::diagnose::{ChosenBranch, Diagnosis, Evidence, Match, Request, RequestError, Verdict};
-use crate::kb::{Branch, Entry, Kb, render_markdown};
+use crate::diagnose::{
+    ChosenBranch, Diagnosis, Evidence, Match, Request, RequestError, Verdict, clip,
+};
+use crate::kb::{Body, Branch, Entry, Kb, render_markdown};
 use crate::search::{Hit, SearchQuery};
 
 const PAGE_HITS: usize = 20;
@@ -374,28 +376,54 @@ pub async fn search(
 pub struct EntryPage<'a> {
     pub ui: Ui,
     pub entry: &'a Entry,
+    /// The body shown: in the language asked for, else the interface's, else English.
+    pub body: &'a Body,
+    /// The same page with the body in the other language, when the entry has it.
+    pub other_body: Option<String>,
     pub related: Vec<&'a Entry>,
     /// The address to share: absolute when the public URL is known.
     pub link: String,
 }
 
-/// An entry's page; `/entries/{slug}.md` is the same entry as Markdown.
+#[derive(Deserialize)]
+pub struct BodyParams {
+    lang: Option<String>,
+}
+
+/// An entry's page, its body in the interface language unless `?lang=` asks for the
+/// other; `/entries/{slug}.md` is the same entry as Markdown.
 pub async fn entry(
     State(state): State<AppState>,
     ui: Ui,
     Path(slug): Path<String>,
+    params: Result<Query<BodyParams>, QueryRejection>,
 ) -> Result<Response, AppError> {
     let served = state.served();
     if let Some(slug) = slug.strip_suffix(".md") {
         return super::llms::entry_markdown(&state, slug);
     }
+    let Query(params) = params.map_err(|e| AppError::BadRequest(e.body_text()))?;
+    let lang = match params.lang.as_deref() {
+        None => ui.lang,
+        Some(tag) => Lang::parse(tag).ok_or_else(|| {
+            AppError::BadRequest(format!(
+                "Entries are written in English (`?lang=en`) and Chinese (`?lang=zh-CN`), not `{}`.",
+                clip(tag, 40)
+            ))
+        })?,
+    };
     let kb = served.index.kb();
     let entry = kb
         .get(&slug)
         .ok_or_else(|| AppError::NotFound(format!("There is no entry `{slug}`.")))?;
+    let body = entry.body(lang);
+    let other_body = (entry.body_zh.is_some())
+        .then(|| format!("/entries/{}?lang={}", entry.slug, body.lang.other().code()));
     render(EntryPage {
         ui,
         entry,
+        body,
+        other_body,
         related: entry.related.iter().filter_map(|s| kb.get(s)).collect(),
         link: state.entry_url(&entry.slug),
     })
@@ -597,8 +625,13 @@ pub struct DiagnosePage<'a> {
     pub triage_summary: String,
     /// The answer, when there is one.
     pub top: Option<MatchView<'a>>,
-    /// The entry's Fix section, shown inline under the answer.
+    /// The entry's Fix section, shown inline under the answer, in the reader's language
+    /// when the entry has it.
     pub fix_html: Option<String>,
+    /// The language `fix_html` is in (`en`, `zh-CN`).
+    pub fix_lang: &'static str,
+    /// The whole entry in the other language, when it has both.
+    pub other_body: Option<String>,
     /// When the answer's entry has several causes and the paste selects none: their
     /// titles, in the reader's language.
     pub causes: Vec<&'a str>,
@@ -683,9 +716,19 @@ async fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
     });
     let top = views.next();
     let others = views.collect();
-    let fix_html = top
+    let body = top.as_ref().map(|top| top.entry.body(lang));
+    let fix_html = body.and_then(|body| section_html(body.html(), "fix"));
+    let fix_lang = body.map_or(lang, |body| body.lang).code();
+    let other_body = top
         .as_ref()
-        .and_then(|top| section_html(top.entry.html(), "fix"));
+        .filter(|top| top.entry.body_zh.is_some())
+        .map(|top| {
+            format!(
+                "/entries/{}?lang={}#fix",
+                top.entry.slug,
+                lang.other().code()
+            )
+        });
     let causes = top
         .as_ref()
         .filter(|top| top.branch.is_none())
@@ -707,6 +750,8 @@ async fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
         triage_summary: diagnosis.triage.summary(diagnosis.parsed.root_exception()),
         top,
         fix_html,
+        fix_lang,
+        other_body,
         causes,
         others,
         closest,

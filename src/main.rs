@@ -200,6 +200,8 @@ enum Command {
             alias = "public-url"
         )]
         server: Option<String>,
+        #[command(flatten)]
+        lang: LangArg,
         /// The job: a command and its arguments, after `--`.
         #[arg(
             required = true,
@@ -298,8 +300,9 @@ fn main() -> ExitCode {
         Command::Run {
             kb,
             server,
+            lang,
             command,
-        } => run::run(&kb, server.as_deref(), &command),
+        } => run::run(&kb, server.as_deref(), lang.lang, &command),
     };
     match result {
         Ok(code) => code,

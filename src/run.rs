@@ -23,7 +23,7 @@ use anyhow::Context;
 use errbook::diagnose::{
     Diagnoser, Diagnosis, LineSplitter, Paste, PasteBuilder, Request, Verdict, clip,
 };
-use errbook::kb::{Branch, Kb, LoadError, Section};
+use errbook::kb::{Branch, Entry, Kb, Lang, LoadError, Section};
 
 use crate::KbArg;
 
@@ -67,6 +67,7 @@ const MATCHES: i64 = 3;
 pub(crate) fn run(
     kb_arg: &KbArg,
     server: Option<&str>,
+    lang: Lang,
     command: &[OsString],
 ) -> anyhow::Result<ExitCode> {
     // A bad URL is refused before the job starts, not after it ran for hours.
@@ -154,7 +155,7 @@ pub(crate) fn run(
     }
     let paste = std::mem::take(&mut *window.lock().unwrap_or_else(PoisonError::into_inner));
     let mut report = format!("\nerrbook: the job {}; diagnosis:\n", ended(status));
-    match diagnose(kb_arg, paste.finish(), status, base) {
+    match diagnose(kb_arg, paste.finish(), status, base, lang) {
         Ok(summary) => report.push_str(&summary),
         Err(err) => {
             report = format!(
@@ -348,6 +349,7 @@ fn diagnose(
     paste: Paste,
     status: ExitStatus,
     base: Option<&str>,
+    lang: Lang,
 ) -> anyhow::Result<String> {
     let text = paste_text(&paste, status);
     let request = Request::text(text.as_str(), Some(MATCHES))
@@ -368,7 +370,7 @@ fn diagnose(
         let link = errbook::web::share::link(&text, &d);
         format!("{base}{}", link.path)
     });
-    Ok(summary(diagnoser.index().kb(), &d, link.as_deref()))
+    Ok(summary(diagnoser.index().kb(), &d, link.as_deref(), lang))
 }
 
 /// The window's lines as a paste to diagnose (and to share): each with its rank prefix
@@ -395,9 +397,11 @@ fn paste_text(paste: &Paste, status: ExitStatus) -> String {
     text
 }
 
-/// A diagnosis in 10 to 25 lines: the answer with the first steps of its fix, or what
-/// happened and the closest entries; then where to read more.
-fn summary(kb: &Kb, d: &Diagnosis, link: Option<&str>) -> String {
+/// A diagnosis in 10 to 25 lines, in `lang`: the answer with the first steps of its
+/// fix, or what happened and the closest entries; then where to read more.
+fn summary(kb: &Kb, d: &Diagnosis, link: Option<&str>, lang: Lang) -> String {
+    let t = |en, zh| lang.pick(en, zh);
+    let title = |e: &Entry| clip(lang.pick(&e.title, &e.title_zh), 60);
     let mut out = String::new();
     let happened = d.triage.summary(d.parsed.root_exception());
     let top = (d.matches.first()).and_then(|m| Some((m, kb.get(&m.slug)?)));
@@ -405,31 +409,45 @@ fn summary(kb: &Kb, d: &Diagnosis, link: Option<&str>) -> String {
         (Verdict::Matched | Verdict::Possible, Some((m, e))) => {
             let answer = d.verdict == Verdict::Matched;
             if !answer {
-                out.push_str("  errbook is not sure; the closest candidate:\n");
+                let _ = writeln!(
+                    out,
+                    "  {}",
+                    t(
+                        "errbook is not sure; the closest candidate:",
+                        "errbook 没有把握；最接近的候选："
+                    )
+                );
             }
-            let _ = writeln!(
-                out,
-                "  {}",
-                crate::headline(e, m, answer, errbook::kb::Lang::En)
-            );
-            let _ = writeln!(out, "  {}", clip(&e.summary, 200));
+            let _ = writeln!(out, "  {}", crate::headline(e, m, answer, lang));
+            let _ = writeln!(out, "  {}", clip(lang.pick(&e.summary, &e.summary_zh), 200));
             if !happened.is_empty() {
                 let _ = writeln!(out, "  {}", clip(&happened, 300));
             }
             if let Some(ev) = m.evidence.first() {
-                let _ = writeln!(out, "  the line: {}", clip(&ev.text, 120));
+                let _ = writeln!(
+                    out,
+                    "  {}{}",
+                    t("the line: ", "依据："),
+                    clip(&ev.text, 120)
+                );
             }
             let (heading, fix) = match &m.branch {
                 Some(chosen) => {
                     let b = &e.branches[chosen.index];
                     (
-                        format!("most likely: {}", b.title),
-                        Branch::filled(&b.fix, &chosen.values),
+                        format!(
+                            "{}{}",
+                            t("most likely: ", "最可能："),
+                            lang.pick(&b.title, &b.title_zh)
+                        ),
+                        Branch::filled(lang.pick(&b.fix, &b.fix_zh), &chosen.values),
                     )
                 }
                 None => (
-                    "fix:".to_string(),
-                    e.section(Section::Fix).unwrap_or_default().to_string(),
+                    t("fix:", "解决：").to_string(),
+                    (e.body(lang).section(Section::Fix))
+                        .unwrap_or_default()
+                        .to_string(),
                 ),
             };
             let _ = writeln!(out, "  {heading}");
@@ -442,47 +460,76 @@ fn summary(kb: &Kb, d: &Diagnosis, link: Option<&str>) -> String {
                 let _ = writeln!(out, "    {}", clip(line, 400));
             }
             if lines.len() > FIX_LINES {
-                let _ = writeln!(out, "    … {} more lines", lines.len() - FIX_LINES);
+                let more = lines.len() - FIX_LINES;
+                let _ = match lang {
+                    Lang::En => writeln!(out, "    … {more} more lines"),
+                    Lang::Zh => writeln!(out, "    … 还有 {more} 行"),
+                };
             }
             let others: Vec<String> = (d.matches[1..].iter())
                 .filter_map(|m| kb.get(&m.slug))
-                .map(|e| format!("{} [{}]", clip(&e.title, 60), e.slug))
+                .map(|e| format!("{} [{}]", title(e), e.slug))
                 .collect();
             if !others.is_empty() {
-                let _ = writeln!(out, "  other candidates: {}", others.join("; "));
+                let _ = writeln!(
+                    out,
+                    "  {}{}",
+                    t("other candidates: ", "其他候选："),
+                    others.join(t("; ", "；"))
+                );
             }
-            match link {
-                Some(link) => {
-                    let _ = writeln!(out, "  the whole answer: {link}");
+            match (link, lang) {
+                (Some(link), _) => {
+                    let _ = writeln!(out, "  {}{link}", t("the whole answer: ", "完整答案："));
                 }
-                None => {
+                (None, Lang::En) => {
                     let _ = writeln!(out, "  the whole entry: errbook show {}", e.slug);
+                }
+                (None, Lang::Zh) => {
+                    let _ = writeln!(out, "  完整条目：errbook show {} --lang zh-CN", e.slug);
                 }
             }
         }
         _ => {
-            out.push_str("  errbook does not know this failure: no entry fits it firmly.\n");
+            let _ = writeln!(
+                out,
+                "  {}",
+                t(
+                    "errbook does not know this failure: no entry fits it firmly.",
+                    "errbook 不认识这个故障：没有条目能确切对上。"
+                )
+            );
             if !happened.is_empty() {
                 let _ = writeln!(out, "  {}", clip(&happened, 400));
             }
             for hit in d.closest.iter().take(3) {
                 if let Some(e) = kb.get(&hit.slug) {
-                    let _ = writeln!(out, "  closest by text: {} [{}]", e.title, e.slug);
+                    let _ = writeln!(
+                        out,
+                        "  {}{} [{}]",
+                        t("closest by text: ", "文字最接近："),
+                        title(e),
+                        e.slug
+                    );
                 }
             }
             let leads: Vec<String> = (d.matches.iter())
                 .filter_map(|m| kb.get(&m.slug))
-                .map(|e| format!("{} [{}]", clip(&e.title, 60), e.slug))
+                .map(|e| format!("{} [{}]", title(e), e.slug))
                 .collect();
             if !leads.is_empty() {
                 let _ = writeln!(
                     out,
-                    "  a little evidence, each unlikely: {}",
-                    leads.join("; ")
+                    "  {}{}",
+                    t(
+                        "a little evidence, each unlikely: ",
+                        "有少量证据、但都不太可能："
+                    ),
+                    leads.join(t("; ", "；"))
                 );
             }
             if let Some(link) = link {
-                let _ = writeln!(out, "  the whole answer: {link}");
+                let _ = writeln!(out, "  {}{link}", t("the whole answer: ", "完整答案："));
             }
         }
     }

@@ -102,6 +102,26 @@ fn diagnosis(stderr: &[u8]) -> String {
 }
 
 #[test]
+fn a_failing_job_is_diagnosed_in_chinese_when_asked() {
+    let job = failing_job();
+    let out = run(&["--lang", "zh-CN"], &job.script());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let report = diagnosis(&out.stderr);
+    assert!(
+        report.contains("[nccl-invalid-usage] — 答案，置信度高"),
+        "{report}"
+    );
+    assert!(
+        report.contains("包装之前先用 `model.to(local_rank)` 把模型移过去。"),
+        "the Chinese fix: {report}"
+    );
+    assert!(
+        report.contains("完整条目：errbook show nccl-invalid-usage --lang zh-CN"),
+        "{report}"
+    );
+}
+
+#[test]
 fn a_failing_job_passes_its_output_through_and_is_diagnosed() {
     let job = failing_job();
     let out = run(&[], &job.script());

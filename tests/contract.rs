@@ -404,6 +404,9 @@ async fn llms_txt_links_every_entry_as_markdown() {
     }
     let md = get("/entries/nccl-invalid-usage.md").await;
     assert!(md.body.contains("ncclInvalidUsage"));
+    let zh = get("/entries/nccl-invalid-usage.md?lang=zh-CN").await;
+    assert!(zh.body.contains("## 解决"), "{}", zh.body);
+    assert!(zh.body.contains("ncclInvalidUsage"), "the error text stays");
     assert_eq!(
         get("/entries/no-such-entry.md").await.status,
         StatusCode::NOT_FOUND

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::AppState;
 use super::error::AppError;
-use crate::kb::Entry;
+use crate::kb::{Entry, Lang};
 
 const MARKDOWN: &str = "text/markdown; charset=utf-8";
 
@@ -17,7 +17,8 @@ pub async fn llms_txt(State(state): State<AppState>) -> Response {
         "# errbook\n\n\
          > Known problems of distributed PyTorch training (DDP, torchrun, NCCL, Accelerate, \
          DeepSpeed, FSDP), each with its symptoms, cause, fix and how to verify the fix. \
-         Entries are in English with Chinese titles, summaries and symptoms.\n\n\
+         Entries are in English and Chinese: add `?lang=zh-CN` to an entry's Markdown \
+         link for its Chinese body.\n\n\
          To name the problem behind a traceback or log, POST it as `{\"text\": ...}` to ",
     );
     out.push_str(&state.url("/api/v1/diagnose"));
@@ -37,18 +38,23 @@ pub async fn llms_txt(State(state): State<AppState>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], out).into_response()
 }
 
-/// The entry `slug` as one Markdown document: titles, summaries, tags, then its body.
-pub fn entry_markdown(state: &AppState, slug: &str) -> Result<Response, AppError> {
+/// The entry `slug` as one Markdown document: titles, summaries, tags, then its body in
+/// `lang`.
+pub fn entry_markdown(state: &AppState, slug: &str, lang: Lang) -> Result<Response, AppError> {
     let served = state.served();
     let entry = served
         .index
         .kb()
         .get(slug)
         .ok_or_else(|| AppError::NotFound(format!("There is no entry `{slug}`.")))?;
-    Ok(([(header::CONTENT_TYPE, MARKDOWN)], markdown(state, entry)).into_response())
+    Ok((
+        [(header::CONTENT_TYPE, MARKDOWN)],
+        markdown(state, entry, lang),
+    )
+        .into_response())
 }
 
-fn markdown(state: &AppState, e: &Entry) -> String {
+fn markdown(state: &AppState, e: &Entry, lang: Lang) -> String {
     let mut out = format!(
         "# {}\n\n{}\n\n> {}\n>\n> {}\n\nTags: {}. Page: {}\n\n",
         e.title,
@@ -58,7 +64,7 @@ fn markdown(state: &AppState, e: &Entry) -> String {
         e.tags.join(", "),
         state.entry_url(&e.slug)
     );
-    out.push_str(e.body.markdown.trim());
+    out.push_str(e.body(lang).markdown.trim());
     out.push('\n');
     out
 }

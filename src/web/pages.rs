@@ -399,19 +399,21 @@ pub async fn entry(
     params: Result<Query<BodyParams>, QueryRejection>,
 ) -> Result<Response, AppError> {
     let served = state.served();
-    if let Some(slug) = slug.strip_suffix(".md") {
-        return super::llms::entry_markdown(&state, slug);
-    }
     let Query(params) = params.map_err(|e| AppError::BadRequest(e.body_text()))?;
-    let lang = match params.lang.as_deref() {
-        None => ui.lang,
-        Some(tag) => Lang::parse(tag).ok_or_else(|| {
+    let asked = match params.lang.as_deref() {
+        None => None,
+        Some(tag) => Some(Lang::parse(tag).ok_or_else(|| {
             AppError::BadRequest(format!(
                 "Entries are written in English (`?lang=en`) and Chinese (`?lang=zh-CN`), not `{}`.",
                 clip(tag, 40)
             ))
-        })?,
+        })?),
     };
+    if let Some(slug) = slug.strip_suffix(".md") {
+        // For programs: English unless asked, whatever the browser's language.
+        return super::llms::entry_markdown(&state, slug, asked.unwrap_or_default());
+    }
+    let lang = asked.unwrap_or(ui.lang);
     let kb = served.index.kb();
     let entry = kb
         .get(&slug)

@@ -421,8 +421,18 @@ pub struct EntryResponse {
 pub struct EntryParams {
     /// The body's language, `en` or `zh-CN` (`zh` will do); without it, the
     /// `Accept-Language` header's, else English.
-    #[param(example = "zh-CN")]
+    #[param(value_type = Option<BodyLang>, inline, example = "zh-CN")]
     pub lang: Option<String>,
+}
+
+/// The languages an entry's body is written in.
+#[derive(ToSchema)]
+#[allow(dead_code)] // a schema only: `lang` is read as text, so `zh` is accepted too
+pub enum BodyLang {
+    #[schema(rename = "en")]
+    En,
+    #[schema(rename = "zh-CN")]
+    ZhCn,
 }
 
 /// The language a request asks for: `lang` when given (an unknown one is a 422), else

@@ -6,13 +6,14 @@ free_port() {
 }
 
 # start_errbook KB LOG [BINARY [ARGS...]]: starts `BINARY serve` (by default the
-# release build) with ARGS on a free port, logging to LOG, and waits until it listens.
-# Sets `server` (its PID) and `port`.
+# release build) with ARGS on a free port, logging to LOG, and waits until it listens;
+# it serves KB alone, not the entries built into it (`ERRBOOK_NO_BUILTIN`, which a
+# binary from before built-in entries ignores). Sets `server` (its PID) and `port`.
 start_errbook() {
     local kb=$1 log=$2 binary=${3:-./target/release/errbook}
     shift $(($# < 3 ? $# : 3))
     port=$(free_port)
-    NO_COLOR=1 RUST_LOG=errbook=info "$binary" serve --kb "$kb" \
+    NO_COLOR=1 RUST_LOG=errbook=info ERRBOOK_NO_BUILTIN=1 "$binary" serve --kb "$kb" \
         --addr "127.0.0.1:$port" "$@" >"$log" 2>&1 &
     server=$!
     for _ in $(seq 1 6000); do

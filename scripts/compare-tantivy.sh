@@ -48,7 +48,7 @@ wait_for() { # url
 
 # errbook first; its entry API also exports the documents tantivy-cli indexes.
 port=$(free_port)
-./target/release/errbook serve --kb "$kb" --addr "127.0.0.1:$port" >"$work/errbook.log" 2>&1 &
+ERRBOOK_NO_BUILTIN=1 ./target/release/errbook serve --kb "$kb" --addr "127.0.0.1:$port" >"$work/errbook.log" 2>&1 &
 server=$!
 wait_for "http://127.0.0.1:$port/healthz"
 python3 - "$port" "$work" <<'PY'

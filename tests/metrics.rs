@@ -6,67 +6,20 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::server::Server;
 use common::{copy_dir, fixture_dir};
 use serde_json::Value;
 
 const WATCHDOG: &str = "[rank0]:[E ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 600321 milliseconds before timing out.";
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// A running `errbook serve`, killed when the test ends, pass or fail.
-struct Server {
-    child: Child,
-    addr: String,
-    _cache: tempfile::TempDir,
-}
-
 impl Server {
-    fn start(kb: &Path) -> Server {
-        let cache = tempfile::tempdir().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_errbook"))
-            .args([
-                "serve",
-                "--no-builtin",
-                "--kb",
-                kb.to_str().unwrap(),
-                "--addr",
-                "127.0.0.1:0",
-            ])
-            .env("ERRBOOK_INDEX_CACHE", cache.path())
-            .env("RUST_LOG", "errbook=info")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let addr = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .find_map(|line| {
-                let rest = line.split("listening on http://").nth(1)?;
-                Some(rest.split_whitespace().next()?.to_string())
-            })
-            .expect("the server logs its address");
-        std::thread::spawn(move || lines.for_each(drop));
-        Server {
-            child,
-            addr,
-            _cache: cache,
-        }
-    }
-
-    fn signal(&self, signal: libc::c_int) {
-        // SAFETY: sends a signal to our own child process.
-        let done = unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
-        assert_eq!(done, 0, "kill failed");
-    }
-
     /// One HTTP/1.0 request (so the body ends with the connection, never chunked).
     fn send(&self, method: &str, path: &str, headers: &str, body: &str) -> Response {
         let mut stream = TcpStream::connect(&self.addr).unwrap();
@@ -135,13 +88,6 @@ impl Server {
             assert!(Instant::now() < deadline, "{}", self.health());
             std::thread::sleep(Duration::from_millis(100));
         }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -248,7 +194,7 @@ fn metrics_count_requests_diagnoses_caches_and_reloads() {
     };
     let kb = tempfile::tempdir().unwrap();
     copy_dir(&fixture_dir(), kb.path());
-    let server = Server::start(kb.path());
+    let server = Server::start(kb.path(), &[]);
     let before = server.scrape(&python);
 
     let search = "/api/v1/search?q=nccl";
@@ -377,7 +323,7 @@ fn metrics_are_compressed_for_a_scraper_that_asks_and_never_cached() {
     let Some(python) = prometheus_python() else {
         return;
     };
-    let server = Server::start(&fixture_dir());
+    let server = Server::start(&fixture_dir(), &[]);
     let response = server.send("GET", "/metrics", "Accept-Encoding: gzip\r\n", "");
     assert_eq!(response.status, 200);
     assert_eq!(response.header("content-encoding"), Some("gzip"));

@@ -5,100 +5,18 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::server::Server;
 use common::{copy_dir, fixture_dir};
 
 const WATCHDOG: &str = "[rank0]:[E ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 600321 milliseconds before timing out.";
 
-/// A running `errbook serve`, killed when the test ends, pass or fail.
-struct Server {
-    child: Child,
-    addr: String,
-    log: Arc<Mutex<Vec<String>>>,
-    /// The server's index cache, unless the test names one.
-    _cache: tempfile::TempDir,
-}
-
 impl Server {
-    fn start(kb: &Path, extra: &[&str]) -> Server {
-        Server::start_with(kb, extra, |_| {})
-    }
-
-    /// `start`, with `configure` applied to the command first.
-    fn start_with(kb: &Path, extra: &[&str], configure: impl FnOnce(&mut Command)) -> Server {
-        let cache = tempfile::tempdir().unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_errbook"));
-        configure(&mut command);
-        let mut child = command
-            .args([
-                "serve",
-                "--no-builtin",
-                "--kb",
-                kb.to_str().unwrap(),
-                "--addr",
-                "127.0.0.1:0",
-            ])
-            .args(extra)
-            .env("ERRBOOK_INDEX_CACHE", cache.path())
-            .env("RUST_LOG", "errbook=info")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut addr = None;
-        let mut before = Vec::new();
-        for line in lines.by_ref() {
-            let line = line.unwrap();
-            before.push(line.clone());
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                addr = Some(rest.split_whitespace().next().unwrap().to_string());
-                break;
-            }
-        }
-        let log = Arc::new(Mutex::new(before));
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        Server {
-            child,
-            addr: addr.expect("the server logs its address"),
-            log,
-            _cache: cache,
-        }
-    }
-
-    fn signal(&self, signal: libc::c_int) {
-        // SAFETY: sends a signal to our own child process.
-        let done = unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
-        assert_eq!(done, 0, "kill failed");
-    }
-
-    fn logged(&self, needle: &str) -> bool {
-        self.log.lock().unwrap().iter().any(|l| l.contains(needle))
-    }
-
-    fn wait_exit(&mut self, within: Duration) -> ExitStatus {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "the server did not exit");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
     fn get(&self, path: &str) -> (u16, String) {
         request(&self.addr, &format!("GET {path} HTTP/1.1\r\n"), "")
     }
@@ -121,13 +39,6 @@ impl Server {
             assert!(Instant::now() < deadline, "{path} never changed: {value}");
             std::thread::sleep(Duration::from_millis(100));
         }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

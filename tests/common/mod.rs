@@ -1,6 +1,9 @@
 //! Shared helpers for integration tests: the fixture knowledge base and one-shot requests.
 #![allow(dead_code)]
 
+#[cfg(unix)]
+pub mod server;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 

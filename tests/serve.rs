@@ -178,6 +178,44 @@ fn watch_reloads_edits_and_keeps_the_last_good_kb_when_an_edit_breaks_it() {
     });
 }
 
+/// A Chinese body is part of its entry: editing it alone reloads the entry.
+#[test]
+fn watch_reloads_an_edited_chinese_body() {
+    let kb = kb_copy();
+    let server = Server::start(kb.path(), &["--watch"]);
+    let fix = |server: &Server| {
+        server.json("/api/v1/entries/view-inplace?lang=zh-CN")["markdown"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(fix(&server).contains("backward 不再报这个错。"));
+    edit(
+        kb.path(),
+        "view-inplace.zh.md",
+        "backward 不再报这个错。",
+        "反向传播不再报错。",
+    );
+    server.until("/api/v1/entries/view-inplace?lang=zh-CN", |e| {
+        e["markdown"]
+            .as_str()
+            .unwrap()
+            .contains("反向传播不再报错。")
+    });
+    // Removed: the entry is served with its English body, and `check` asks for it.
+    std::fs::remove_file(kb.path().join("view-inplace.zh.md")).unwrap();
+    let entry = server.until("/api/v1/entries/view-inplace?lang=zh-CN", |e| {
+        e["lang"] == "en"
+    });
+    assert!(
+        entry["markdown"]
+            .as_str()
+            .unwrap()
+            .starts_with("## Symptom")
+    );
+    assert_eq!(server.json("/healthz")["status"], "ok");
+}
+
 #[test]
 fn sighup_reloads_the_kb_without_watch() {
     let kb = kb_copy();

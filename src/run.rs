@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use errbook::diagnose::{
-    Diagnoser, Diagnosis, LineSplitter, Paste, PasteBuilder, Request, Verdict, clip,
+    Diagnoser, Diagnosis, LineSplitter, Match, Paste, PasteBuilder, Request, Verdict, clip,
 };
 use errbook::kb::{Branch, Entry, Kb, Lang, LoadError, Section};
 
@@ -402,6 +402,14 @@ fn paste_text(paste: &Paste, status: ExitStatus) -> String {
 fn summary(kb: &Kb, d: &Diagnosis, link: Option<&str>, lang: Lang) -> String {
     let t = |en, zh| lang.pick(en, zh);
     let title = |e: &Entry| clip(lang.pick(&e.title, &e.title_zh), 60);
+    // The matches' entries on one line: `Title [slug]; Title [slug]`.
+    let listed = |matches: &[Match]| {
+        let names: Vec<String> = (matches.iter())
+            .filter_map(|m| kb.get(&m.slug))
+            .map(|e| format!("{} [{}]", title(e), e.slug))
+            .collect();
+        names.join(t("; ", "；"))
+    };
     let mut out = String::new();
     let happened = d.triage.summary(d.parsed.root_exception());
     let top = (d.matches.first()).and_then(|m| Some((m, kb.get(&m.slug)?)));
@@ -466,17 +474,9 @@ fn summary(kb: &Kb, d: &Diagnosis, link: Option<&str>, lang: Lang) -> String {
                     Lang::Zh => writeln!(out, "    … 还有 {more} 行"),
                 };
             }
-            let others: Vec<String> = (d.matches[1..].iter())
-                .filter_map(|m| kb.get(&m.slug))
-                .map(|e| format!("{} [{}]", title(e), e.slug))
-                .collect();
+            let others = listed(&d.matches[1..]);
             if !others.is_empty() {
-                let _ = writeln!(
-                    out,
-                    "  {}{}",
-                    t("other candidates: ", "其他候选："),
-                    others.join(t("; ", "；"))
-                );
+                let _ = writeln!(out, "  {}{others}", t("other candidates: ", "其他候选："));
             }
             match (link, lang) {
                 (Some(link), _) => {
@@ -513,19 +513,15 @@ fn summary(kb: &Kb, d: &Diagnosis, link: Option<&str>, lang: Lang) -> String {
                     );
                 }
             }
-            let leads: Vec<String> = (d.matches.iter())
-                .filter_map(|m| kb.get(&m.slug))
-                .map(|e| format!("{} [{}]", title(e), e.slug))
-                .collect();
+            let leads = listed(&d.matches);
             if !leads.is_empty() {
                 let _ = writeln!(
                     out,
-                    "  {}{}",
+                    "  {}{leads}",
                     t(
                         "a little evidence, each unlikely: ",
                         "有少量证据、但都不太可能："
-                    ),
-                    leads.join(t("; ", "；"))
+                    )
                 );
             }
             if let Some(link) = link {

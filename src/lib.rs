@@ -6,7 +6,9 @@
 
 pub mod answer;
 pub mod diagnose;
+pub mod draft;
 pub mod kb;
+pub mod redact;
 pub mod reload;
 pub mod search;
 pub mod web;

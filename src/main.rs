@@ -1,6 +1,6 @@
 //! The `errbook` command: serve the portal and API, check a knowledge base, search it.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -162,6 +162,26 @@ enum Command {
         #[command(flatten)]
         links: LinkArg,
     },
+    /// Draft a new entry from a failure errbook does not know: `errbook draft job.log
+    /// --out kb/team`.
+    ///
+    /// The draft has a slug and title from the root exception, signatures generalised
+    /// from its message (numbers, hex, paths and addresses as patterns; wrapper
+    /// exceptions weak), the paste's lines around it as the first example with user
+    /// names, hosts, addresses, e-mails and secrets taken out, and the closest entries
+    /// as related. What a person must write is marked `TODO(draft)`; `errbook check`
+    /// lists each one left. Without --out the entry's file is printed.
+    Draft {
+        /// Log file to read, or `-` for standard input.
+        #[arg(default_value = "-")]
+        file: PathBuf,
+        #[command(flatten)]
+        kb: KbArg,
+        /// Folder to write `<slug>.md` and its Chinese body `<slug>.zh.md` into (never
+        /// over an existing file).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
     /// Score diagnosis against labelled pastes: DIR/manifest.tsv (file, expected, kind, source).
     Eval {
         /// Folder with manifest.tsv and the paste files.
@@ -284,6 +304,7 @@ fn main() -> ExitCode {
             lang,
             links,
         } => show(&kb, &slug, lang.lang, &links),
+        Command::Draft { file, kb, out } => draft(&kb, &file, out.as_deref()),
         Command::Eval { dir, kb, verbose } => match load(&kb) {
             Ok(Some(loaded)) => eval::run(loaded.kb, &dir, verbose),
             Ok(None) => Ok(ExitCode::FAILURE),
@@ -349,6 +370,7 @@ fn check(kb_arg: &KbArg) -> anyhow::Result<ExitCode> {
     let mut problems = kb.compile_regexes();
     problems.extend(kb.example_problems());
     problems.extend(kb.translation_problems());
+    problems.extend(kb.unwritten_problems());
     let diagnoser = Diagnoser::new(Arc::new(kb_arg.index(kb)?));
     problems.extend(diagnoser.check_examples()?);
     problems.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
@@ -451,6 +473,84 @@ fn diagnose(
         return Ok(ExitCode::SUCCESS);
     }
     print_diagnosis(kb, &d, base, lang);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Largest paste a draft reads: its end is kept, where the failure is.
+const DRAFT_MAX_BYTES: usize = 8 << 20;
+
+fn draft(kb_arg: &KbArg, file: &Path, out: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let mut bytes = Vec::new();
+    if file == Path::new("-") {
+        std::io::stdin()
+            .lock()
+            .read_to_end(&mut bytes)
+            .context("reading standard input")?;
+    } else {
+        bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    }
+    let start = bytes.len().saturating_sub(DRAFT_MAX_BYTES);
+    let text = String::from_utf8_lossy(&bytes[start..]).into_owned();
+    if text.trim().is_empty() {
+        anyhow::bail!(
+            "{} is empty: a draft starts from a failure's log",
+            file.display()
+        );
+    }
+    let Some(Loaded { kb, .. }) = load(kb_arg)? else {
+        return Ok(ExitCode::FAILURE);
+    };
+    let diagnoser = Diagnoser::new(Arc::new(kb_arg.index(kb)?));
+    let d = diagnoser.diagnose_text(&text, 3)?;
+    let kb = diagnoser.index().kb();
+    if d.verdict == Verdict::Matched
+        && let Some(e) = d.matches.first().and_then(|m| kb.get(&m.slug))
+    {
+        eprintln!(
+            "note: errbook already answers this paste: {} [{}]; if that answer is wrong, \
+             widen or fix that entry rather than add a second one",
+            e.title, e.slug
+        );
+    }
+    let draft = errbook::draft::draft(kb, &text, &d).with_context(|| {
+        let from = if file == Path::new("-") {
+            "standard input".to_string()
+        } else {
+            file.display().to_string()
+        };
+        format!("cannot draft an entry from {from}")
+    })?;
+    let Some(dir) = out else {
+        say!("{}", draft.entry.trim_end());
+        eprintln!(
+            "note: with --out DIR the draft's Chinese body ({}.zh.md) is written beside it",
+            draft.slug
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let entry = dir.join(format!("{}.md", draft.slug));
+    let chinese = dir.join(format!("{}.zh.md", draft.slug));
+    for (path, text) in [(&entry, &draft.entry), (&chinese, &draft.chinese)] {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .with_context(|| {
+                format!(
+                    "cannot write {} (a draft never replaces a file)",
+                    path.display()
+                )
+            })?;
+        file.write_all(text.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    say!(
+        "wrote {} and {}; `errbook check --kb {}` lists what is left to write",
+        entry.display(),
+        chinese.display(),
+        dir.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

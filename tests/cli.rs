@@ -355,6 +355,107 @@ fn check_holds_the_chinese_sections_to_the_english_ones() {
     );
 }
 
+/// A failure no entry knows, with a user, a host, an address and a key in it.
+const UNKNOWN_FAILURE: &str = "\
+[rank1]: Traceback (most recent call last):
+[rank1]:   File \"/home/alice/proj/train.py\", line 190, in main
+[rank1]:     batch = collate_shards(shards, world=8)
+[rank1]:   File \"/home/alice/proj/data/shards.py\", line 57, in collate_shards
+[rank1]:     raise ShardLayoutError(msg)
+[rank1]: data.shards.ShardLayoutError: shard 7 of /mnt/web/part-0007.arrow has 40960 rows, index says 40961
+gpu-node-17:2841:2841 [0] NCCL INFO Bootstrap : Using eth0:10.42.3.17<0>
+export WANDB_API_KEY=3f2a9c1b7e8d4f6a0b5c2e9d1a7f3b8c4e6d2a0f
+";
+
+#[test]
+fn draft_writes_an_entry_to_finish_and_check_names_what_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("team");
+    let run = || {
+        errbook_with_stdin(
+            &[
+                "draft",
+                "--kb",
+                fixture_dir().to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "-",
+            ],
+            UNKNOWN_FAILURE,
+        )
+    };
+    let written = run();
+    let stdout = String::from_utf8_lossy(&written.stdout);
+    assert!(
+        written.status.success(),
+        "{}",
+        String::from_utf8_lossy(&written.stderr)
+    );
+    let entry = out.join("shard-has-rows-index-says.md");
+    assert!(stdout.contains(&entry.display().to_string()), "{stdout}");
+    let text = std::fs::read_to_string(&entry).unwrap();
+    // The message's details become patterns; the example is the paste, redacted.
+    assert!(
+        text.contains(r"{regex: 'shard \d+(?:\.\d+)? of \S+ has \d+(?:\.\d+)? rows, index says \d+(?:\.\d+)?'}"),
+        "{text}"
+    );
+    for secret in [
+        "alice",
+        "gpu-node-17",
+        "10.42.3.17",
+        "3f2a9c1b7e8d4f6a0b5c2e9d1a7f3b8c4e6d2a0f",
+    ] {
+        assert!(!text.contains(secret), "{secret} in the draft: {text}");
+    }
+    assert!(text.contains("/home/<user-1>/proj/train.py"), "{text}");
+    assert!(out.join("shard-has-rows-index-says.zh.md").exists());
+
+    // A second draft never writes over the first.
+    let again = run();
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("a draft never replaces a file"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+
+    // `check` accepts everything but the parts still to write, and names each.
+    let checked = errbook(&[
+        "check",
+        "--kb",
+        fixture_dir().to_str().unwrap(),
+        "--kb",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert!(!checked.status.success());
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert!(
+        errors.iter().all(|l| l.contains("left to write")),
+        "only what is left to write: {stderr}"
+    );
+    assert!(
+        stderr.contains("shard-has-rows-index-says.md:4: left to write: `title_zh`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("shard-has-rows-index-says.zh.md:15: left to write: the `## 解决` section"),
+        "{stderr}"
+    );
+
+    let nothing = errbook_with_stdin(
+        &["draft", "--kb", fixture_dir().to_str().unwrap(), "-"],
+        "all good\n",
+    );
+    assert!(!nothing.status.success());
+    assert!(
+        String::from_utf8_lossy(&nothing.stderr)
+            .contains("cannot draft an entry from standard input: no exception or error message"),
+        "{}",
+        String::from_utf8_lossy(&nothing.stderr)
+    );
+}
+
 #[test]
 fn check_reports_every_problem_not_just_the_first() {
     let a = good_with("tags: [demo]", "tags: [demo]\nbogus: 1");

@@ -18,9 +18,9 @@ use crate::kb::Problem;
 use crate::search::{CacheBudget, CacheStats, SearchError, SearchIndex};
 
 pub use branch::ChosenBranch;
-pub use normalize::{normalize, query_words};
+pub use normalize::{as_pattern, normalize, query_words};
 pub use parse::{Exception, Frame, Parsed, RootCause, parse};
-pub use paste::{Line, LineSplitter, Paste, PasteBuilder, looks_like_error};
+pub use paste::{Line, LineSplitter, Paste, PasteBuilder, lines, looks_like_error};
 pub use rank::{Confidence, Diagnosis, Evidence, EvidenceKind, Match, Verdict};
 pub use request::{DEFAULT_MATCHES, MAX_MATCHES, Pasted, Request, RequestError};
 pub use triage::{Consequence, ConsequenceKind, Exit, Fact, FirstFailure, KnownFrom, Triage};

@@ -299,6 +299,46 @@ pub fn normalize(text: &str) -> String {
     out
 }
 
+/// A regex that matches `text` whatever its run's details (numbers, hex, paths, IP
+/// addresses, and the placeholders of `redact`): the signature of a message seen once.
+pub fn as_pattern(text: &str) -> String {
+    static PLACEHOLDER: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"<(?:user|host|ip|email|secret)(?:-\d+)?>|<ip6>").expect("compiles")
+    });
+    let mut out = String::with_capacity(text.len() * 2);
+    let mut copied = 0;
+    for m in PLACEHOLDER.find_iter(text) {
+        literal_pattern(&text[copied..m.start()], &mut out);
+        out.push_str(r"\S+");
+        copied = m.end();
+    }
+    literal_pattern(&text[copied..], &mut out);
+    out
+}
+
+/// `text` as a regex, its details as patterns and the rest escaped.
+fn literal_pattern(text: &str, out: &mut String) {
+    let mut copied = 0;
+    let mut each = |start: usize, end: usize| {
+        out.push_str(&regex::escape(&text[copied..start]));
+        out.push_str(match Detail::of(&text[start..end]) {
+            Detail::Path(_) => r"\S+",
+            Detail::Hex => "(?:0x)?[0-9a-fA-F]+",
+            Detail::Ip => r"\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?",
+            Detail::Number => r"\d+(?:\.\d+)?",
+        });
+        copied = end;
+    };
+    if text.is_ascii() {
+        ascii::details(text.as_bytes(), &mut each);
+    } else {
+        for m in DETAILS.find_iter(text) {
+            each(m.start(), m.end());
+        }
+    }
+    out.push_str(&regex::escape(&text[copied..]));
+}
+
 /// The message with placeholders removed entirely: what a full-text query should see.
 /// Each detail becomes a space (a path keeps its file name), and placeholders already
 /// in the text are removed too.
@@ -317,6 +357,19 @@ pub fn query_words(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pattern_matches_the_message_with_other_details() {
+        let message =
+            "Expected 4 tensors in /data/run1/x.pt at 0x7f3a9c, peer 10.0.0.5:29500 (<host-1>)";
+        let pattern = Regex::new(&as_pattern(message)).unwrap();
+        assert!(pattern.is_match(message));
+        assert!(pattern.is_match(
+            "Expected 16 tensors in /scratch/y.pt at 0xdead, peer 192.168.1.9:1234 (node-7)"
+        ));
+        assert!(!pattern.is_match("Expected four tensors"));
+        assert_eq!(as_pattern("a.b(c)"), r"a\.b\(c\)");
+    }
 
     fn check(input: &str, expected: &str) {
         assert_eq!(normalize(input), expected, "normalising {input:?}");

@@ -42,6 +42,9 @@ pub struct Entry {
     pub body_zh: Option<Body>,
     /// Where the entry was loaded from.
     pub path: PathBuf,
+    /// Front-matter fields a draft left to write (marked `TODO(draft)`), with the file
+    /// line of each.
+    pub unwritten: Vec<(usize, String)>,
 }
 
 impl Entry {
@@ -637,10 +640,31 @@ pub(super) fn parse(path: &Path, text: &str, zh: Option<&str>) -> Result<Parsed,
             body: Body::new(Lang::En, body, path, split.body_line),
             body_zh: zh.map(|zh| Body::new(Lang::Zh, zh, &translation_path(path), 1)),
             path: path.to_path_buf(),
+            unwritten: unwritten_fields(split.yaml, split.yaml_line),
         },
         slug_line,
         related_lines,
     })
+}
+
+/// What marks the parts of a draft entry still to write (see `crate::draft`).
+pub const UNWRITTEN: &str = "TODO(draft)";
+
+/// The front-matter lines holding [`UNWRITTEN`], each with the field it belongs to.
+fn unwritten_fields(yaml: &str, first_line: usize) -> Vec<(usize, String)> {
+    let mut field = String::new();
+    let mut found = Vec::new();
+    for (n, line) in yaml.lines().enumerate() {
+        if !line.starts_with([' ', '\t', '-'])
+            && let Some((key, _)) = line.split_once(':')
+        {
+            field = key.trim().to_string();
+        }
+        if line.contains(UNWRITTEN) {
+            found.push((first_line + n, field.clone()));
+        }
+    }
+    found
 }
 
 /// Collects problems with file lines computed from YAML spans.

@@ -21,6 +21,7 @@ use rustc_hash::FxHashMap;
 
 pub use entry::{
     BRANCH_FACTS, Body, Branch, Entry, ExitSpec, LazyRegex, Section, Signature, SignatureKind,
+    UNWRITTEN,
 };
 pub use lang::Lang;
 pub use markdown::render_markdown;
@@ -414,6 +415,37 @@ impl Kb {
                 "a Chinese body without its entry: the English file beside it is missing",
             )
         }));
+        problems
+    }
+
+    /// What draft entries still leave to write: each field and section marked
+    /// `TODO(draft)`, in either language.
+    pub fn unwritten_problems(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        for entry in &self.entries {
+            for (line, field) in &entry.unwritten {
+                problems.push(Problem::new(
+                    &entry.path,
+                    Some(*line),
+                    format!("left to write: `{field}` (still the draft's placeholder)"),
+                ));
+            }
+            for body in std::iter::once(&entry.body).chain(&entry.body_zh) {
+                let mut section = String::new();
+                for (n, line) in body.markdown.lines().enumerate() {
+                    if let Some(heading) = line.strip_prefix("## ") {
+                        section = heading.trim().to_string();
+                    }
+                    if line.contains(entry::UNWRITTEN) {
+                        problems.push(Problem::new(
+                            &body.path,
+                            Some(body.line + n),
+                            format!("left to write: the `## {section}` section (still the draft's placeholder)"),
+                        ));
+                    }
+                }
+            }
+        }
         problems
     }
 

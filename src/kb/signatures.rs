@@ -638,6 +638,7 @@ mod tests {
             body: crate::kb::Body::new(crate::kb::Lang::En, "", std::path::Path::new(""), 1),
             body_zh: None,
             path: Default::default(),
+            unwritten: vec![],
         }
     }
 

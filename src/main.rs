@@ -624,7 +624,7 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis, base:
         Lang::En => format!("errbook show {slug}"),
         Lang::Zh => format!("errbook show {slug} --lang zh-CN"),
     };
-    let summary = d.triage.summary(d.parsed.root_exception());
+    let summary = d.triage.summary_in(d.parsed.root_exception(), lang);
     let what_happened = || {
         if !summary.is_empty() {
             say!("{summary}");

@@ -411,7 +411,7 @@ fn summary(kb: &Kb, d: &Diagnosis, link: Option<&str>, lang: Lang) -> String {
         names.join(t("; ", "；"))
     };
     let mut out = String::new();
-    let happened = d.triage.summary(d.parsed.root_exception());
+    let happened = d.triage.summary_in(d.parsed.root_exception(), lang);
     let top = (d.matches.first()).and_then(|m| Some((m, kb.get(&m.slug)?)));
     match (d.verdict, top) {
         (Verdict::Matched | Verdict::Possible, Some((m, e))) => {

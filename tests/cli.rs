@@ -745,6 +745,10 @@ fn diagnose_answers_in_chinese_with_the_chinese_fix() {
         "{text}"
     );
     assert!(!text.contains("Halve the batch size"), "{text}");
+    assert!(
+        text.contains("报错：OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB。"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -215,6 +215,11 @@ async fn a_chinese_answer_page_shows_the_chinese_fix() {
     assert!(b.contains("batch size 减半。"), "{b}");
     assert!(!b.contains("Halve the batch size"), "{b}");
     assert!(b.contains(r#"href="/entries/cuda-oom?lang=en#fix""#), "{b}");
+    // What happened, in Chinese too; the error's own text as printed.
+    assert!(
+        b.contains("报错：OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB。"),
+        "{b}"
+    );
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@ use regex::Regex;
 use super::clip;
 use super::parse::{Exception, Frame, Parsed};
 use super::paste::Paste;
+use crate::kb::Lang;
 
 /// Most consequences and exits listed.
 const MOST_LISTED: usize = 8;
@@ -298,16 +299,31 @@ impl Triage {
     /// what and where, what follows from it, what the exit means. Empty when the paste
     /// says none of it.
     pub fn summary(&self, root: Option<&Exception>) -> String {
+        self.summary_in(root, Lang::En)
+    }
+
+    /// [`Triage::summary`] in `lang` (the error's own text stays as printed).
+    pub fn summary_in(&self, root: Option<&Exception>, lang: Lang) -> String {
+        let zh = lang.is_zh();
         let mut out = String::new();
         if let Some(b) = &self.behind {
-            let (who, verb) = match b.ranks.as_slice() {
-                [one] => (format!("Rank {one}"), "was"),
-                _ => (format!("Ranks {}", b.ranks_text()), "were"),
-            };
-            out.push_str(&format!(
-                "{who} fell behind: the other ranks timed out waiting for it in a \
-                 collective, and it did not; find what it {verb} doing then. "
-            ));
+            if zh {
+                let who = b.ranks_text_in(lang);
+                let them = if b.ranks.len() == 1 { "它" } else { "它们" };
+                out.push_str(&format!(
+                    "rank {who} 落后了：其他 rank 在一次集合通信里等{them}等到超时，而{them}没有超时；\
+                     查一下{them}当时在做什么。"
+                ));
+            } else {
+                let (who, verb) = match b.ranks.as_slice() {
+                    [one] => (format!("Rank {one}"), "was"),
+                    _ => (format!("Ranks {}", b.ranks_text()), "were"),
+                };
+                out.push_str(&format!(
+                    "{who} fell behind: the other ranks timed out waiting for it in a \
+                     collective, and it did not; find what it {verb} doing then. "
+                ));
+            }
         }
         let rank = self.first_failure.as_ref().and_then(|f| f.rank);
         if let Some(root) = root.filter(|e| !e.wrapper) {
@@ -317,21 +333,27 @@ impl Triage {
             } else {
                 format!("{}: {message}", root.kind)
             };
-            match rank {
-                Some(rank) => out.push_str(&format!("Rank {rank} failed first: {what}")),
-                None => out.push_str(&format!("The error: {what}")),
+            match (rank, zh) {
+                (Some(rank), false) => out.push_str(&format!("Rank {rank} failed first: {what}")),
+                (None, false) => out.push_str(&format!("The error: {what}")),
+                (Some(rank), true) => out.push_str(&format!("rank {rank} 最先失败：{what}")),
+                (None, true) => out.push_str(&format!("报错：{what}")),
             }
             if let Some(f) = &self.user_frame {
-                out.push_str(&format!(
-                    " (in {} line {}, in {})",
-                    f.file, f.line, f.function
-                ));
+                out.push_str(&match lang {
+                    Lang::En => format!(" (in {} line {}, in {})", f.file, f.line, f.function),
+                    Lang::Zh => format!("（{} 第 {} 行，{} 中）", f.file, f.line, f.function),
+                });
             }
-            if !out.ends_with('.') {
-                out.push('.');
+            let end = lang.pick(".", "。");
+            if !out.ends_with(end) {
+                out.push_str(end);
             }
         } else if let Some(rank) = rank {
-            out.push_str(&format!("Rank {rank} failed first."));
+            out.push_str(&match lang {
+                Lang::En => format!("Rank {rank} failed first."),
+                Lang::Zh => format!("rank {rank} 最先失败。"),
+            });
         }
         let mut kinds = Vec::new();
         for c in &self.consequences {
@@ -340,12 +362,18 @@ impl Triage {
             }
             kinds.push(c.kind);
             let sentence = match c.kind {
-                ConsequenceKind::LauncherStopsSurvivors => {
-                    " The launcher's SIGTERM to the other ranks follows from it.".to_string()
-                }
-                ConsequenceKind::LauncherSummary => {
-                    " The launcher's ChildFailedError only reports it.".to_string()
-                }
+                ConsequenceKind::LauncherStopsSurvivors => lang
+                    .pick(
+                        " The launcher's SIGTERM to the other ranks follows from it.",
+                        "启动器随后向其他 rank 发出的 SIGTERM 是它的后果。",
+                    )
+                    .to_string(),
+                ConsequenceKind::LauncherSummary => lang
+                    .pick(
+                        " The launcher's ChildFailedError only reports it.",
+                        "启动器的 ChildFailedError 只是在报告它。",
+                    )
+                    .to_string(),
                 ConsequenceKind::PeerConnectionLost | ConsequenceKind::WatchdogTimeout => {
                     let same: Vec<&Consequence> = self
                         .consequences
@@ -353,23 +381,41 @@ impl Triage {
                         .filter(|o| o.kind == c.kind)
                         .collect();
                     let ranks: Vec<u32> = same.iter().filter_map(|o| o.rank).collect();
-                    let (what, quoted) = if c.kind == ConsequenceKind::PeerConnectionLost {
-                        (
-                            "lost the connection to it",
-                            PEER.find(&c.text).map_or("", |m| m.as_str()),
-                        )
+                    let lost = c.kind == ConsequenceKind::PeerConnectionLost;
+                    let quoted = if lost {
+                        PEER.find(&c.text).map_or("", |m| m.as_str())
                     } else {
-                        (
-                            "timed out waiting for it in a collective",
-                            "Watchdog caught collective operation timeout",
-                        )
+                        "Watchdog caught collective operation timeout"
                     };
-                    let who = if ranks.is_empty() {
-                        "Other processes".to_string()
-                    } else {
-                        ranks_in_words(&ranks, same.len() >= MOST_LISTED)
-                    };
-                    format!(" {who} then {what} (\"{quoted}\").")
+                    let more = same.len() >= MOST_LISTED;
+                    match lang {
+                        Lang::En => {
+                            let what = if lost {
+                                "lost the connection to it"
+                            } else {
+                                "timed out waiting for it in a collective"
+                            };
+                            let who = if ranks.is_empty() {
+                                "Other processes".to_string()
+                            } else {
+                                ranks_in_words(&ranks, more)
+                            };
+                            format!(" {who} then {what} (\"{quoted}\").")
+                        }
+                        Lang::Zh => {
+                            let what = if lost {
+                                "与它断开了连接"
+                            } else {
+                                "在集合通信里等它等到超时"
+                            };
+                            let who = if ranks.is_empty() {
+                                "其他进程".to_string()
+                            } else {
+                                ranks_in_chinese(&ranks, more)
+                            };
+                            format!("{who}随后{what}（“{quoted}”）。")
+                        }
+                    }
                 }
             };
             out.push_str(&sentence);
@@ -379,12 +425,15 @@ impl Triage {
             e.signal == Some("SIGTERM") && kinds.contains(&ConsequenceKind::LauncherStopsSurvivors)
         };
         if let Some(exit) = (self.exits.iter()).find(|e| e.signal.is_some() && !said(e)) {
-            out.push_str(&format!(
-                " Exit code {} ({}): {}.",
-                exit.code,
-                exit.signal.unwrap_or_default(),
-                exit.meaning
-            ));
+            let signal = exit.signal.unwrap_or_default();
+            out.push_str(&match lang {
+                Lang::En => format!(" Exit code {} ({signal}): {}.", exit.code, exit.meaning),
+                Lang::Zh => format!(
+                    "退出码 {}（{signal}）：{}。",
+                    exit.code,
+                    meaning_zh(exit.code, exit.signal)
+                ),
+            });
         }
         out.trim().to_string()
     }
@@ -398,8 +447,13 @@ fn ranks_of(mask: u64) -> impl Iterator<Item = u32> {
 impl Behind {
     /// "0", "0 and 3".
     pub fn ranks_text(&self) -> String {
+        self.ranks_text_in(Lang::En)
+    }
+
+    /// "0", "0 and 3", "0 和 3".
+    pub fn ranks_text_in(&self, lang: Lang) -> String {
         let ranks: Vec<String> = self.ranks.iter().map(u32::to_string).collect();
-        ranks.join(" and ")
+        ranks.join(lang.pick(" and ", " 和 "))
     }
 }
 
@@ -424,6 +478,17 @@ fn ranks_in_words(ranks: &[u32], more: bool) -> String {
         ([one], false) => format!("Rank {one}"),
         (many, true) => format!("Ranks {} and more", many.join(", ")),
         ([init @ .., last], false) => format!("Ranks {} and {last}", init.join(", ")),
+        ([], _) => String::new(),
+    }
+}
+
+/// "rank 4", "rank 2 和 4", "rank 0、1、2 等".
+fn ranks_in_chinese(ranks: &[u32], more: bool) -> String {
+    let list: Vec<String> = ranks.iter().map(u32::to_string).collect();
+    match (list.as_slice(), more) {
+        ([one], false) => format!("rank {one} "),
+        (many, true) => format!("rank {} 等", many.join("、")),
+        ([init @ .., last], false) => format!("rank {} 和 {last} ", init.join("、")),
         ([], _) => String::new(),
     }
 }
@@ -557,6 +622,27 @@ fn meaning(code: i32, signal: Option<&'static str>) -> &'static str {
     }
 }
 
+/// [`meaning`] in Chinese.
+fn meaning_zh(code: i32, signal: Option<&'static str>) -> &'static str {
+    match signal {
+        Some("SIGKILL") => {
+            "被外部杀掉：通常是主机的 OOM killer（看 `dmesg`）或调度器的内存、时间限制"
+        }
+        Some("SIGABRT") => {
+            "中止：native 代码（NCCL、c10）里抛出了 C++ 异常或检查失败；它前面几行会说明是哪个"
+        }
+        Some("SIGSEGV") => "native 代码段错误：某个扩展、驱动，或为其他版本编译的库",
+        Some("SIGBUS") => {
+            "总线错误：通常是共享内存（/dev/shm）不够 DataLoader worker 用，多见于容器"
+        }
+        Some("SIGTERM") => "被外部终止：一个 rank 失败后启动器停掉其他 rank，或者是调度器",
+        Some("SIGINT") => "被中断（Ctrl-C）",
+        Some("SIGHUP") => "终端或 SSH 会话断开了；用 nohup、tmux 或调度器来运行",
+        _ if code == 1 => "进程抛出了异常：看它的 traceback",
+        _ => "进程以错误退出",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -642,6 +728,16 @@ torch 2.3.1+cu121 NCCL version 2.20.5 on NVIDIA A100-SXM4-80GB, world_size=8
             "{summary}"
         );
         assert!(summary.contains("SIGTERM to the other ranks"), "{summary}");
+
+        let zh = t.summary_in(parsed.root_exception(), Lang::Zh);
+        assert!(
+            zh.starts_with(
+                "rank 1 最先失败：KeyError: 'warmup_steps'（train.py 第 13 行，main 中）。\
+                 rank 0 随后与它断开了连接（“Connection closed by peer”）。"
+            ),
+            "{zh}"
+        );
+        assert!(zh.contains("启动器随后向其他 rank 发出的 SIGTERM"), "{zh}");
     }
 
     #[test]

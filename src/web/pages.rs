@@ -623,7 +623,7 @@ pub struct DiagnosePage<'a> {
     pub ui: Ui,
     pub text: &'a str,
     pub diagnosis: &'a Diagnosis,
-    /// What happened, in a sentence or three (English), whatever the verdict.
+    /// What happened, in a sentence or three in the reader's language, whatever the verdict.
     pub triage_summary: String,
     /// The answer, when there is one.
     pub top: Option<MatchView<'a>>,
@@ -749,7 +749,7 @@ async fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
         share_url: state.url(&share.path),
         text: &text,
         diagnosis: &diagnosis,
-        triage_summary: diagnosis.triage.summary(diagnosis.parsed.root_exception()),
+        triage_summary: (diagnosis.triage).summary_in(diagnosis.parsed.root_exception(), lang),
         top,
         fix_html,
         fix_lang,

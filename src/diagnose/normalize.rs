@@ -53,6 +53,18 @@ impl<'a> Detail<'a> {
     }
 }
 
+/// Calls `each` with where every detail of `text` starts and ends, in order: by hand
+/// for ASCII text, else with `DETAILS`.
+fn details(text: &str, each: &mut impl FnMut(usize, usize)) {
+    if text.is_ascii() {
+        ascii::details(text.as_bytes(), each);
+    } else {
+        for m in DETAILS.find_iter(text) {
+            each(m.start(), m.end());
+        }
+    }
+}
+
 /// Copies `text` to `out` with each detail written by `put`; a path's file name is
 /// rewritten the same way after `put` has written the path.
 fn rewrite(text: &str, out: &mut String, put: fn(&Detail, &mut String)) {
@@ -66,13 +78,7 @@ fn rewrite(text: &str, out: &mut String, put: fn(&Detail, &mut String)) {
         }
         copied = end;
     };
-    if text.is_ascii() {
-        ascii::details(text.as_bytes(), &mut each);
-    } else {
-        for m in DETAILS.find_iter(text) {
-            each(m.start(), m.end());
-        }
-    }
+    details(text, &mut each);
     out.push_str(&text[copied..]);
 }
 
@@ -329,13 +335,7 @@ fn literal_pattern(text: &str, out: &mut String) {
         });
         copied = end;
     };
-    if text.is_ascii() {
-        ascii::details(text.as_bytes(), &mut each);
-    } else {
-        for m in DETAILS.find_iter(text) {
-            each(m.start(), m.end());
-        }
-    }
+    details(text, &mut each);
     out.push_str(&regex::escape(&text[copied..]));
 }
 

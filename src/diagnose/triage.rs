@@ -388,33 +388,20 @@ impl Triage {
                         "Watchdog caught collective operation timeout"
                     };
                     let more = same.len() >= MOST_LISTED;
+                    let what = match (lost, lang) {
+                        (true, Lang::En) => "lost the connection to it",
+                        (false, Lang::En) => "timed out waiting for it in a collective",
+                        (true, Lang::Zh) => "与它断开了连接",
+                        (false, Lang::Zh) => "在集合通信里等它等到超时",
+                    };
+                    let who = if ranks.is_empty() {
+                        lang.pick("Other processes", "其他进程").to_string()
+                    } else {
+                        ranks_in(&ranks, more, lang)
+                    };
                     match lang {
-                        Lang::En => {
-                            let what = if lost {
-                                "lost the connection to it"
-                            } else {
-                                "timed out waiting for it in a collective"
-                            };
-                            let who = if ranks.is_empty() {
-                                "Other processes".to_string()
-                            } else {
-                                ranks_in_words(&ranks, more)
-                            };
-                            format!(" {who} then {what} (\"{quoted}\").")
-                        }
-                        Lang::Zh => {
-                            let what = if lost {
-                                "与它断开了连接"
-                            } else {
-                                "在集合通信里等它等到超时"
-                            };
-                            let who = if ranks.is_empty() {
-                                "其他进程".to_string()
-                            } else {
-                                ranks_in_chinese(&ranks, more)
-                            };
-                            format!("{who}随后{what}（“{quoted}”）。")
-                        }
+                        Lang::En => format!(" {who} then {what} (\"{quoted}\")."),
+                        Lang::Zh => format!("{who}随后{what}（“{quoted}”）。"),
                     }
                 }
             };
@@ -471,25 +458,18 @@ fn behind(paste: &Paste, timed_out: u64) -> Vec<u32> {
     ranks_of(behind).collect()
 }
 
-/// "Rank 4", "Ranks 2 and 4", "Ranks 0, 1, 2 and more".
-fn ranks_in_words(ranks: &[u32], more: bool) -> String {
+/// "Rank 4", "Ranks 2 and 4", "Ranks 0, 1, 2 and more"; "rank 4 ", "rank 2 和 4 ",
+/// "rank 0、1、2 等".
+fn ranks_in(ranks: &[u32], more: bool, lang: Lang) -> String {
     let list: Vec<String> = ranks.iter().map(u32::to_string).collect();
-    match (list.as_slice(), more) {
-        ([one], false) => format!("Rank {one}"),
-        (many, true) => format!("Ranks {} and more", many.join(", ")),
-        ([init @ .., last], false) => format!("Ranks {} and {last}", init.join(", ")),
-        ([], _) => String::new(),
-    }
-}
-
-/// "rank 4", "rank 2 和 4", "rank 0、1、2 等".
-fn ranks_in_chinese(ranks: &[u32], more: bool) -> String {
-    let list: Vec<String> = ranks.iter().map(u32::to_string).collect();
-    match (list.as_slice(), more) {
-        ([one], false) => format!("rank {one} "),
-        (many, true) => format!("rank {} 等", many.join("、")),
-        ([init @ .., last], false) => format!("rank {} 和 {last} ", init.join("、")),
-        ([], _) => String::new(),
+    match (list.as_slice(), more, lang) {
+        ([], _, _) => String::new(),
+        ([one], false, Lang::En) => format!("Rank {one}"),
+        ([one], false, Lang::Zh) => format!("rank {one} "),
+        (many, true, Lang::En) => format!("Ranks {} and more", many.join(", ")),
+        (many, true, Lang::Zh) => format!("rank {} 等", many.join("、")),
+        ([init @ .., last], false, Lang::En) => format!("Ranks {} and {last}", init.join(", ")),
+        ([init @ .., last], false, Lang::Zh) => format!("rank {} 和 {last} ", init.join("、")),
     }
 }
 

@@ -18,10 +18,15 @@ RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin errbo
 WORKDIR /app
 COPY --from=build /src/target/release/errbook /usr/local/bin/errbook
 ENV ERRBOOK_INDEX_CACHE=/var/cache/errbook
+# The inbox's SQLite file (or a postgres:// URL in ERRBOOK_STORE): mount a volume here
+# to keep it across containers.
+ENV ERRBOOK_STORE=/var/lib/errbook/errbook.db
 # Index the built-in entries now (`check` stores the indexes it builds), so that a
 # container starts by opening them. The cache stays the server's to write: a team's
 # folder (`ERRBOOK_KB`, mounted) gets its own indexes there.
-RUN errbook check && chown -R errbook /var/cache/errbook
+RUN errbook check && mkdir -p /var/lib/errbook \
+    && chown -R errbook /var/cache/errbook /var/lib/errbook
+VOLUME /var/lib/errbook
 USER 10001
 EXPOSE 8080
 # No curl in the image: bash asks /healthz itself.

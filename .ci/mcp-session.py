@@ -47,7 +47,9 @@ async def session(url, check):
         check.ok(client.server_info.name == "errbook", f"server {client.server_info}")
 
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        check.ok(sorted(tools) == ["diagnose", "fetch", "search"], f"tools {sorted(tools)}")
+        check.ok(
+            sorted(tools) == ["diagnose", "feedback", "fetch", "search"], f"tools {sorted(tools)}"
+        )
         for tool in tools.values():
             check.ok(tool.output_schema is not None, f"{tool.name} has no outputSchema")
             for name, prop in tool.input_schema["properties"].items():
@@ -83,6 +85,16 @@ async def session(url, check):
         check.ok(answer["verdict"] in ("matched", "possible"), f"verdict {answer['verdict']}")
         cited = [line["line"] for line in answer["lines"]]
         check.ok(len(cited) == len(set(cited)), f"a line listed twice: {cited}")
+
+        # What the user said of that answer, passed on for the team's curators.
+        top = answer["matches"][0]["slug"]
+        said = await call(
+            client, "feedback", {"vote": "no", "entry": top, "text": TRACEBACK, "comment": "still hangs"}
+        )
+        check.ok(not said.is_error, f"feedback failed: {said.content}")
+        check.ok(said.structured_content["recorded"] is True, f"feedback {said.structured_content}")
+        unknown = await call(client, "feedback", {"vote": "yes", "entry": "no-such-entry"})
+        check.ok(unknown.is_error, "feedback on an unknown entry was accepted")
 
         # A paste over a mebibyte: a tool error the model reads, saying how much to send.
         paste = TRACEBACK * (1_200_000 // len(TRACEBACK))

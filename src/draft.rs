@@ -117,6 +117,16 @@ pub fn draft(kb: &Kb, text: &str, d: &Diagnosis) -> Result<Draft, DraftError> {
     })
 }
 
+/// The signatures a draft would have for the paste `d` diagnosed, as YAML list items
+/// (`{regex: '...'}`): what an existing entry needs to recognise it. None when the
+/// paste has no exception.
+pub fn suggested_signatures(d: &Diagnosis) -> Vec<String> {
+    match d.parsed.root_exception() {
+        Some(root) => signatures(d, root, &redact(&root.message).text),
+        None => Vec::new(),
+    }
+}
+
 /// A slug from the message's first words (numbers, paths and addresses left out), else
 /// from the exception's type.
 fn suggested_slug(root: &Exception, message: &str) -> String {

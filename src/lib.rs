@@ -7,6 +7,7 @@
 pub mod answer;
 pub mod diagnose;
 pub mod draft;
+pub mod inbox;
 pub mod kb;
 pub mod redact;
 pub mod reload;

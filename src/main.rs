@@ -26,6 +26,7 @@ macro_rules! say {
 }
 
 mod eval;
+mod inbox_cli;
 mod run;
 
 fn say_line(args: std::fmt::Arguments) {
@@ -231,6 +232,12 @@ enum Command {
         )]
         command: Vec<std::ffi::OsString>,
     },
+    /// The team's inbox in the store a server keeps: list its groups, purge what is
+    /// past the retention, or export what people labelled as an `errbook eval` folder.
+    Inbox {
+        #[command(subcommand)]
+        command: inbox_cli::InboxCommand,
+    },
     /// Full-text search from the terminal.
     Search {
         /// Words, an error message, or Chinese text.
@@ -310,6 +317,7 @@ fn main() -> ExitCode {
             Ok(None) => Ok(ExitCode::FAILURE),
             Err(err) => Err(err),
         },
+        Command::Inbox { command } => inbox_cli::run(command),
         Command::Search {
             query,
             kb,
@@ -872,6 +880,17 @@ struct ServeOptions {
     /// together [default: 64, or 8 KiB per entry past 8,192 entries].
     #[arg(long, env = "ERRBOOK_CACHE_MB", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     cache_mb: Option<u64>,
+    #[command(flatten)]
+    store: inbox_cli::StoreArg,
+    /// Keep the pastes errbook answers `no_match` or `possible`, redacted, for the
+    /// curators' inbox (off by default; the portal says so beside the paste box).
+    #[arg(long, env = "ERRBOOK_CAPTURE",
+      value_parser = clap::builder::FalseyValueParser::new())]
+    capture: bool,
+    /// The curators' token for `/inbox` (at least 16 characters); without it the
+    /// inbox pages are off.
+    #[arg(long, env = "ERRBOOK_CURATOR_TOKEN", hide_env_values = true)]
+    curator_token: Option<String>,
 }
 
 fn serve(kb_arg: &KbArg, options: ServeOptions) -> anyhow::Result<ExitCode> {
@@ -883,6 +902,9 @@ fn serve(kb_arg: &KbArg, options: ServeOptions) -> anyhow::Result<ExitCode> {
         grace_period,
         allowed_origins,
         cache_mb,
+        store: store_arg,
+        capture,
+        curator_token,
     } = options;
     let request_timeout = Duration::from_secs_f64(request_timeout);
     let grace_period = Duration::from_secs_f64(grace_period);
@@ -937,11 +959,30 @@ fn serve(kb_arg: &KbArg, options: ServeOptions) -> anyhow::Result<ExitCode> {
             }
         };
     }
+    let inbox_options = errbook::inbox::InboxOptions {
+        location: store_arg.location()?,
+        capture,
+        retention_days: store_arg.retention_days,
+    };
+    if let Some(token) = curator_token.as_deref().filter(|t| !t.is_empty()) {
+        let https = public_url
+            .as_deref()
+            .is_some_and(|u| u.starts_with("https://"));
+        match errbook::web::curator::Curator::new(token, https) {
+            Ok(curator) => state.curator = Some(Arc::new(curator)),
+            Err(message) => {
+                eprintln!("error: --curator-token: {message}");
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
+        let inbox = errbook::inbox::Inbox::start(inbox_options);
+        let state = state.with_inbox(inbox.clone());
         let reloader = Reloader::new(sources.clone(), state.clone()).with_store(store);
         // Listening for SIGHUP replaces its default action (exit) before anyone can
         // send it.
@@ -987,6 +1028,8 @@ fn serve(kb_arg: &KbArg, options: ServeOptions) -> anyhow::Result<ExitCode> {
         #[cfg(unix)]
         tokio::spawn(reload_on_hangup(hangups, reloader.clone()));
         server::serve(listener, app(state), config, shutdown).await;
+        // What answers queued for the store is written before the process ends.
+        inbox.flush(Duration::from_secs(2)).await;
         anyhow::Ok(())
     })?;
     tracing::info!("stopped");

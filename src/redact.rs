@@ -35,6 +35,12 @@ impl Kind {
     }
 }
 
+/// Every placeholder `redact` writes (`<host-2>`, `<secret>`, `<ip6>`), and nothing a
+/// log prints otherwise.
+pub static PLACEHOLDER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"<(?:user|host|ip|email|secret)(?:-\d+)?>|<ip6>").expect("compiles")
+});
+
 /// A redacted paste and how many values of each kind it hid.
 #[derive(Debug, Default)]
 pub struct Redacted {

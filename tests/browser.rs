@@ -756,6 +756,18 @@ async fn everything_works_without_javascript() {
         b.wait_for_path("the search results", |p| p == "/search")
             .await;
         b.wait_for("ol.results li.result h2 a").await;
+
+        // "Did this fix it?" is a plain form too.
+        b.goto(&share).await;
+        b.find("form.feedback-form button[value='yes']")
+            .await
+            .click()
+            .await
+            .unwrap();
+        b.wait_for_path("the thanks page", |p| p == "/feedback")
+            .await;
+        let thanks = b.find("#thanks-heading").await.text().await.unwrap();
+        assert!(thanks.contains("已记录"), "{thanks}");
         b.cdp(
             "Emulation.setScriptExecutionDisabled",
             json!({ "value": false }),

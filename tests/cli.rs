@@ -19,8 +19,15 @@ use common::fixture_dir;
 /// names the folder it is about. The tests of the built-in entries use
 /// [`with_builtin`].
 fn errbook_command() -> Command {
+    static SERVERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let store = std::env::temp_dir().join(format!(
+        "errbook-tests-store-{}-{}.db",
+        std::process::id(),
+        SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
     let mut command = Command::new(env!("CARGO_BIN_EXE_errbook"));
     command
+        .env("ERRBOOK_STORE", store)
         .env(
             "ERRBOOK_INDEX_CACHE",
             std::env::temp_dir().join("errbook-tests-index-cache"),

@@ -183,7 +183,7 @@ async fn a_session_initializes_lists_tools_and_pings() {
 
     let tools = tools().await;
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["search", "fetch", "diagnose"]);
+    assert_eq!(names, ["search", "fetch", "diagnose", "feedback"]);
     for tool in &tools {
         let description = tool["description"].as_str().unwrap();
         assert!(
@@ -191,12 +191,19 @@ async fn a_session_initializes_lists_tools_and_pings() {
             "{description}"
         );
         assert!(tool["title"].is_string());
-        assert_eq!(tool["annotations"]["readOnlyHint"], true);
+        // Only `feedback` writes (what the user said, for the curators).
+        let writes = tool["name"] == "feedback";
+        assert_eq!(tool["annotations"]["readOnlyHint"], !writes);
         let input = &tool["inputSchema"];
         assert_eq!(input["type"], "object", "{tool}");
         assert_eq!(input["additionalProperties"], false, "{tool}");
         assert!(input["properties"].is_object());
-        assert_eq!(input["required"].as_array().unwrap().len(), 1, "{tool}");
+        let required = if writes { 2 } else { 1 };
+        assert_eq!(
+            input["required"].as_array().unwrap().len(),
+            required,
+            "{tool}"
+        );
         for (name, property) in input["properties"].as_object().unwrap() {
             if property["type"] == "string" {
                 assert!(

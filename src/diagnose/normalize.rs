@@ -308,12 +308,9 @@ pub fn normalize(text: &str) -> String {
 /// A regex that matches `text` whatever its run's details (numbers, hex, paths, IP
 /// addresses, and the placeholders of `redact`): the signature of a message seen once.
 pub fn as_pattern(text: &str) -> String {
-    static PLACEHOLDER: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"<(?:user|host|ip|email|secret)(?:-\d+)?>|<ip6>").expect("compiles")
-    });
     let mut out = String::with_capacity(text.len() * 2);
     let mut copied = 0;
-    for m in PLACEHOLDER.find_iter(text) {
+    for m in crate::redact::PLACEHOLDER.find_iter(text) {
         literal_pattern(&text[copied..m.start()], &mut out);
         out.push_str(r"\S+");
         copied = m.end();

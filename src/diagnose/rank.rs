@@ -51,6 +51,15 @@ impl Verdict {
             Verdict::NoMatch => "no_match",
         }
     }
+
+    pub fn parse(text: &str) -> Option<Verdict> {
+        match text {
+            "matched" => Some(Verdict::Matched),
+            "possible" => Some(Verdict::Possible),
+            "no_match" => Some(Verdict::NoMatch),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

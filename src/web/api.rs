@@ -43,6 +43,7 @@ const MAX_OFFSET: usize = u32::MAX as usize;
         (name = "search", description = "Full-text search over the entries"),
         (name = "diagnose", description = "A traceback, log or question to the entry that solves it"),
         (name = "entries", description = "The entries themselves"),
+        (name = "feedback", description = "What users said of the answers, for the team's curators"),
     )
 )]
 struct ApiDoc;
@@ -55,6 +56,7 @@ pub fn routes(public_url: Option<&str>) -> (axum::Router<AppState>, Value) {
         .routes(routes!(diagnose))
         .routes(routes!(entries))
         .routes(routes!(entry))
+        .routes(routes!(super::feedback::api))
         .split_for_parts();
     // Handlers are written with their paths under the prefix they are nested at.
     let paths = std::mem::take(&mut doc.paths.paths);
@@ -82,6 +84,11 @@ fn document(doc: &mut Value, public_url: Option<&str>) {
         }
     }
     non_blank(&mut doc["components"]["schemas"]["DiagnoseRequest"]["properties"]["text"]);
+    let feedback = &mut doc["components"]["schemas"]["FeedbackRequest"]["properties"];
+    feedback["vote"]["enum"] = json!(["yes", "no", "wrong_entry"]);
+    non_blank(&mut feedback["text"]);
+    non_blank(&mut feedback["entry"]);
+    feedback["entry"]["maxLength"] = 200.into();
     let mut refusals = serde_json::Map::new();
     for (status, name, description, header) in REFUSALS {
         let mut response = json!({
@@ -327,7 +334,7 @@ pub async fn diagnose(
         })?),
     };
     let request = diagnose::Request::text(request.text, limit)?;
-    let d = state.diagnose(&served, request).await?;
+    let d = state.answer_paste(&served, request).await?;
     let response = state.answers(&served).diagnosis(&d);
     Ok(json_response(&response, response.size()))
 }
@@ -523,6 +530,24 @@ pub struct Health {
     pub watch_error: Option<String>,
     /// Times a failed watch was set up again.
     pub watch_restarts: u64,
+    /// The inbox's store, when the server keeps one. A failing store never fails the
+    /// server: answers go on, and its writes are dropped and counted.
+    pub store: Option<HealthStore>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HealthStore {
+    /// `sqlite` or `postgres`.
+    pub backend: &'static str,
+    /// `opening`, `ok`, or `failing` (`error` says why).
+    pub state: &'static str,
+    pub error: Option<String>,
+    /// Whether pastes errbook could not answer are kept (`--capture`).
+    pub capture: bool,
+    /// Writes waiting, taken, and dropped (queue full or store failing).
+    pub queued: u64,
+    pub written: u64,
+    pub dropped: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -569,6 +594,18 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
             _ => None,
         },
         watch_restarts: reloads.watch_restarts,
+        store: state.inbox.as_ref().map(|inbox| {
+            let h = inbox.health();
+            HealthStore {
+                backend: h.backend,
+                state: h.state.as_str(),
+                error: h.error,
+                capture: h.capture,
+                queued: h.queued,
+                written: h.written,
+                dropped: h.dropped,
+            }
+        }),
     })
 }
 

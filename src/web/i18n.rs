@@ -69,6 +69,21 @@ impl Lang {
         }
     }
 
+    /// What the paste box says while capture is on.
+    pub fn capture_notice(self, days: u32) -> String {
+        match self {
+            Lang::En => format!(
+                "Capture is on: a paste errbook cannot answer is kept for {days} days, \
+                 redacted (user names, hosts, addresses and tokens taken out), so this \
+                 team's curators can write the entry it needs."
+            ),
+            Lang::Zh => format!(
+                "已开启收集：errbook 答不上来的粘贴内容会脱敏（去掉用户名、主机名、地址和令牌）\
+                 后保存 {days} 天，供团队维护者补写条目。"
+            ),
+        }
+    }
+
     /// "3 entries" / "3 个条目".
     pub fn entries(self, n: impl Borrow<usize>) -> String {
         match (self, *n.borrow()) {
@@ -260,6 +275,15 @@ pub struct Labels {
     pub share_hint: &'static str,
     pub new_paste: &'static str,
     pub back_home: &'static str,
+    pub feedback_heading: &'static str,
+    pub feedback_hint: &'static str,
+    pub vote_yes: &'static str,
+    pub vote_no: &'static str,
+    pub vote_wrong_entry: &'static str,
+    pub feedback_thanks: &'static str,
+    pub feedback_kept_paste: &'static str,
+    pub feedback_kept_vote: &'static str,
+    pub back_to_answer: &'static str,
 }
 
 static EN: Labels = Labels {
@@ -350,6 +374,15 @@ static EN: Labels = Labels {
     share_hint: "The link holds the paste itself (compressed), so it works for anyone who can reach this errbook.",
     new_paste: "Diagnose another paste",
     back_home: "Back to the home page",
+    feedback_heading: "Did this fix it?",
+    feedback_hint: "Your answer goes to the people who keep this errbook, with the entry it is about.",
+    vote_yes: "Yes, it worked",
+    vote_no: "Right problem, the fix did not work",
+    vote_wrong_entry: "Wrong problem",
+    feedback_thanks: "Thank you: your answer is recorded.",
+    feedback_kept_paste: "It is kept with your paste, redacted (user names, hosts, addresses and tokens taken out), so the curators can see what it was about.",
+    feedback_kept_vote: "Only your answer and the entry it is about are kept, not your paste.",
+    back_to_answer: "Back to the answer",
 };
 
 static ZH: Labels = Labels {
@@ -440,6 +473,15 @@ static ZH: Labels = Labels {
     share_hint: "链接里包含（压缩后的）粘贴内容，能访问这个 errbook 的人都能打开。",
     new_paste: "诊断另一段内容",
     back_home: "回到首页",
+    feedback_heading: "问题解决了吗？",
+    feedback_hint: "你的回答会连同它针对的条目一起交给维护这个 errbook 的人。",
+    vote_yes: "解决了",
+    vote_no: "问题判断对了，但方法没用",
+    vote_wrong_entry: "判断的问题不对",
+    feedback_thanks: "谢谢，已记录你的回答。",
+    feedback_kept_paste: "它和你粘贴的内容一起保存，内容已脱敏（去掉了用户名、主机名、地址和令牌），方便维护者了解具体情况。",
+    feedback_kept_vote: "只保存你的回答和对应的条目，不保存你粘贴的内容。",
+    back_to_answer: "回到答案",
 };
 
 #[cfg(test)]

@@ -55,7 +55,7 @@ failures (PyTorch DDP/FSDP, NCCL, CUDA, torchrun), each entry with its cause and
 `diagnose` with a pasted traceback or log, `search` to look entries up by words or error \
 codes, and `fetch` to read an entry by its id.";
 
-const TOOL_NAMES: &str = "`search`, `fetch` and `diagnose`";
+const TOOL_NAMES: &str = "`search`, `fetch`, `diagnose` and `feedback`";
 
 /// Longest paste `diagnose` takes, in characters (what JSON Schema's `maxLength`
 /// counts): far more than the failure's own lines, which is what the model should send.
@@ -353,6 +353,7 @@ fn call_tool(state: &AppState, params: Option<Value>) -> Result<Value, RpcError>
         "search" => search(state, arguments),
         "fetch" => fetch(state, arguments),
         "diagnose" => diagnose(state, arguments),
+        "feedback" => feedback(state, arguments),
         other => {
             return Err(RpcError::new(
                 INVALID_PARAMS,
@@ -762,12 +763,65 @@ fn diagnose(state: &AppState, args: Value) -> Result<Value, ToolError> {
         .map_err(|err| ToolError::Invalid(format!("{err}. {DIAGNOSE_USAGE}")))?;
     let d = served.diagnoser.answer(&request)?;
     state.metrics.diagnosed(&d);
+    if let Some(text) = request.text_pasted() {
+        state.capture(text, &d);
+    }
     let answers = state.answers(&served);
     fit(|clip| {
         let mut answer = answers.diagnosis(&d);
         clip.cut |= answer.clip(clip.max_chars, MAX_PARSED_ITEMS);
         answer
     })
+}
+
+const FEEDBACK_USAGE: &str = "Arguments: `vote` (required: `yes` when the fix worked, `no` \
+when the entry was right but its fix did not work, `wrong_entry` when it named the wrong \
+problem), `entry` (string, required: the id of the entry the answer named), `text` (the paste \
+the answer was about, as sent to `diagnose`), `comment` (the user's own words).";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FeedbackArgs {
+    vote: String,
+    entry: String,
+    text: Option<String>,
+    comment: Option<String>,
+}
+
+/// Passes on what the user said of an answer, for the team's curators.
+fn feedback(state: &AppState, args: Value) -> Result<Value, ToolError> {
+    let served = state.served();
+    let args: FeedbackArgs = arguments("feedback", &feedback_input_schema(), args, FEEDBACK_USAGE)?;
+    let vote = crate::inbox::Vote::parse(args.vote.trim()).ok_or_else(|| {
+        ToolError::Invalid(format!(
+            "unknown `vote` `{}`. {FEEDBACK_USAGE}",
+            clip(&args.vote, 40)
+        ))
+    })?;
+    let entry = required_text("entry", &args.entry, FEEDBACK_USAGE)?.trim();
+    let d = match &args.text {
+        Some(text) => {
+            let request = Request::text(text.as_str(), None)
+                .map_err(|err| ToolError::Invalid(format!("`text`: {err}. {FEEDBACK_USAGE}")))?;
+            Some(served.diagnoser.answer(&request)?)
+        }
+        None => None,
+    };
+    let answered = args.text.as_deref().zip(d.as_ref());
+    match super::feedback::record(
+        state,
+        &served,
+        vote,
+        entry,
+        answered,
+        args.comment.as_deref(),
+    ) {
+        Ok(recorded) => fit(|_| &recorded),
+        Err(err) => Err(ToolError::Invalid(format!(
+            "{}. {FEEDBACK_USAGE}",
+            err.public_detail()
+        ))),
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -807,6 +861,21 @@ fn tool_definitions(state: &AppState) -> Vec<Value> {
             diagnose_input_schema(),
             diagnose_output_schema(),
         ),
+        {
+            let mut tool = tool(
+                "feedback",
+                "Pass on whether an answer helped",
+                "Tell the team that keeps errbook what the user said of an answer: `yes` \
+                 the fix worked, `no` the entry was right but its fix did not work, \
+                 `wrong_entry` it named the wrong problem. Call it when the user says so; \
+                 with `text`, the paste the answer was about.",
+                feedback_input_schema(),
+                feedback_output_schema(),
+            );
+            tool["annotations"] =
+                json!({ "readOnlyHint": false, "destructiveHint": false, "idempotentHint": false });
+            tool
+        },
     ]
 }
 
@@ -907,6 +976,48 @@ fn diagnose_input_schema() -> Value {
         "required": ["text"],
         "additionalProperties": false,
     })
+}
+
+fn feedback_input_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "vote": {
+                "type": "string",
+                "enum": ["yes", "no", "wrong_entry"],
+                "maxLength": 11,
+                "description": "`yes`: the fix worked; `no`: the right problem, but the fix did not work; `wrong_entry`: the wrong problem.",
+            },
+            "entry": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 200,
+                "description": "The id of the entry the answer named (from `diagnose` or `search`).",
+            },
+            "text": text_argument(
+                MAX_TEXT_CHARS,
+                "The paste the answer was about, as sent to `diagnose`.",
+            ),
+            "comment": {
+                "type": "string",
+                "maxLength": 2000,
+                "description": "What the user said, in their words.",
+            },
+        },
+        "required": ["vote", "entry"],
+        "additionalProperties": false,
+    })
+}
+
+fn feedback_output_schema() -> Value {
+    object(json!({
+        "recorded": { "type": "boolean" },
+        "kept_paste": {
+            "type": "boolean",
+            "description": "Whether the paste was kept with it (the server captures pastes).",
+        },
+        "truncated": truncated(),
+    }))
 }
 
 /// An object schema whose every property is required.

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -25,6 +25,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use super::{AppState, ReloadStatus, Served};
 use crate::diagnose::Diagnosis;
+use crate::inbox::{Inbox, StoreState};
 use crate::search::CacheStats;
 
 /// The route label of a request no route matched (a 404, or a 405 of no route).
@@ -80,6 +81,8 @@ pub struct Metrics {
     /// The caches' counts of knowledge bases a reload replaced, so that the counters
     /// never go down.
     retired: Arc<Mutex<Caches>>,
+    /// The inbox whose store is reported, once the server keeps one.
+    inbox: Arc<ArcSwapOption<Inbox>>,
     unmatched: Arc<str>,
 }
 
@@ -115,8 +118,10 @@ impl Metrics {
         );
         let turns = Arc::new(Turns::default());
         let retired = Arc::new(Mutex::new(Caches::default()));
+        let inbox = Arc::new(ArcSwapOption::empty());
         registry.register_collector(Box::new(Observed {
             served,
+            inbox: inbox.clone(),
             reloads,
             retired: retired.clone(),
             turns: turns.clone(),
@@ -128,8 +133,14 @@ impl Metrics {
             diagnoses,
             turns,
             retired,
+            inbox,
             unmatched: UNMATCHED.into(),
         }
+    }
+
+    /// Reports `inbox`'s store from now on.
+    pub fn watch_inbox(&self, inbox: Inbox) {
+        self.inbox.store(Some(Arc::new(inbox)));
     }
 
     /// Counts an answer to a request for `route` (a template) and times it.
@@ -362,6 +373,7 @@ impl std::ops::Add for Caches {
 #[derive(Debug)]
 struct Observed {
     served: Arc<ArcSwap<Served>>,
+    inbox: Arc<ArcSwapOption<Inbox>>,
     reloads: Arc<Mutex<ReloadStatus>>,
     retired: Arc<Mutex<Caches>>,
     turns: Arc<Turns>,
@@ -443,6 +455,42 @@ impl Collector for Observed {
                 None,
                 MetricType::Gauge,
             )?)?;
+        }
+
+        if let Some(inbox) = self.inbox.load().as_deref() {
+            let store = inbox.health();
+            let backend = [("backend", store.backend)];
+            for (name, help, value) in [
+                (
+                    "store_up",
+                    "Whether the inbox store took its last write (1) or is opening or failing (0).",
+                    i64::from(store.state == StoreState::Ok),
+                ),
+                (
+                    "store_queued",
+                    "Inbox writes waiting for the store.",
+                    store.queued as i64,
+                ),
+            ] {
+                let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+                ConstGauge::new(value).encode(family.encode_family(&backend)?)?;
+            }
+            for (name, help, value) in [
+                (
+                    "store_writes",
+                    "Inbox writes (captured pastes, feedback) the store took.",
+                    store.written,
+                ),
+                (
+                    "store_dropped",
+                    "Inbox writes dropped: the queue was full, or the store failed them.",
+                    store.dropped,
+                ),
+            ] {
+                let mut family =
+                    encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+                ConstCounter::new(value).encode(family.encode_family(&backend)?)?;
+            }
         }
         Ok(())
     }

@@ -3,9 +3,12 @@
 
 mod api;
 mod assets;
+pub mod curator;
 mod error;
 mod error_bodies;
+mod feedback;
 mod i18n;
+mod inbox;
 mod llms;
 mod mcp;
 mod metrics;
@@ -32,6 +35,8 @@ use tower_http::trace::TraceLayer;
 
 use crate::answer::{Answers, EntryTexts};
 use crate::diagnose::{Diagnoser, Request};
+use crate::inbox::store::Write;
+use crate::inbox::{Capture, Inbox};
 use crate::search::SearchIndex;
 
 pub use error::AppError;
@@ -178,6 +183,11 @@ pub struct AppState {
     /// Browser origins besides errbook's own that may call `/mcp`
     /// (`scheme://host[:port]`, lowercase).
     pub allowed_origins: Arc<[String]>,
+    /// The team's inbox: feedback, and with capture on what errbook could not answer.
+    /// `None` keeps nothing (feedback is then refused).
+    pub inbox: Option<Inbox>,
+    /// The curator's sign-in to `/inbox`; `None` turns the inbox pages off.
+    pub curator: Option<Arc<curator::Curator>>,
 }
 
 impl AppState {
@@ -191,6 +201,40 @@ impl AppState {
             limits: Limits::default(),
             public_url: None,
             allowed_origins: Arc::new([]),
+            inbox: None,
+            curator: None,
+        }
+    }
+
+    /// Keeps an inbox: `/metrics` and `/healthz` report its store from now on.
+    pub fn with_inbox(mut self, inbox: Inbox) -> Self {
+        self.metrics.watch_inbox(inbox.clone());
+        self.inbox = Some(inbox);
+        self
+    }
+
+    /// Answers a paste a user sent (the portal's form, the API, MCP) as
+    /// [`AppState::diagnose`] does, and keeps it for the inbox when capture is on and
+    /// errbook could not answer it. The answer never waits for the store.
+    pub async fn answer_paste(
+        &self,
+        served: &Arc<Served>,
+        request: Request,
+    ) -> Result<crate::diagnose::Diagnosis, AppError> {
+        let text = request.text_pasted().cloned();
+        let d = self.diagnose(served, request).await?;
+        if let Some(text) = text {
+            self.capture(&text, &d);
+        }
+        Ok(d)
+    }
+
+    /// With capture on, offers `text` to the inbox when `d` did not answer it.
+    pub fn capture(&self, text: &str, d: &crate::diagnose::Diagnosis) {
+        if let Some(inbox) = self.inbox.as_ref().filter(|inbox| inbox.capture())
+            && let Some(captured) = Capture::of(text, d, unix_now())
+        {
+            inbox.keep(Write::Capture(captured));
         }
     }
 
@@ -335,6 +379,13 @@ pub fn relative_links_warning(
     ))
 }
 
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
 /// Pastes at least this large are diagnosed on a blocking thread: their diagnosis can
 /// take milliseconds, which would hold up every other connection of an async worker.
 pub const LARGE_PASTE: usize = 128 << 10;
@@ -386,6 +437,14 @@ pub fn app(state: AppState) -> Router {
             post(pages::diagnose).get(pages::diagnose_shared),
         )
         .route("/lang/{code}", get(pages::switch_language))
+        .route("/feedback", post(feedback::page))
+        .route("/inbox", get(inbox::list))
+        .route("/inbox/login", get(inbox::login_form).post(inbox::login))
+        .route("/inbox/logout", post(inbox::logout))
+        .route("/inbox/groups/{fingerprint}", get(inbox::group))
+        .route("/inbox/groups/{fingerprint}/draft", post(inbox::draft))
+        .route("/inbox/groups/{fingerprint}/dismiss", post(inbox::dismiss))
+        .route("/inbox/groups/{fingerprint}/attach", post(inbox::attach))
         .route("/entries/{slug}", get(pages::entry))
         .route("/tags/{tag}", get(pages::tag))
         .route("/static/{*path}", get(assets::serve))

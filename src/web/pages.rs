@@ -293,6 +293,8 @@ pub struct HomePage<'a> {
     pub pager: Pager,
     pub start_here: Vec<&'a Entry>,
     pub tags: Vec<(&'a str, usize)>,
+    /// What the paste box says while capture is on.
+    pub capture_notice: Option<String>,
 }
 
 pub async fn home(
@@ -303,12 +305,16 @@ pub async fn home(
     let served = state.served();
     let kb = served.index.kb();
     let (entries, pager) = page_of(kb.entries().iter(), params, "/".into())?;
+    let capture_notice = (state.inbox.as_ref())
+        .filter(|inbox| inbox.capture())
+        .map(|inbox| ui.lang.capture_notice(inbox.retention_days()));
     render(HomePage {
         ui,
         entries,
         pager,
         start_here: kb.most_referenced().take(START_HERE).collect(),
         tags: kb.tags().collect(),
+        capture_notice,
     })
 }
 
@@ -642,6 +648,9 @@ pub struct DiagnosePage<'a> {
     pub share: share::Link,
     /// The share link's full address: absolute when the public URL is known.
     pub share_url: String,
+    /// "Did this fix it?", when the server keeps feedback and the answer names an
+    /// entry.
+    pub feedback: Option<FeedbackForm>,
 }
 
 impl DiagnosePage<'_> {
@@ -667,7 +676,14 @@ pub async fn diagnose(
         )),
         _ => AppError::BadRequest(e.body_text()),
     })?;
-    answer(&state, lang, form.text).await
+    answer(&state, lang, form.text, true).await
+}
+
+/// The feedback form under an answer: the entry it led with, and the paste as its
+/// share link packs it, so the vote is stored with the answer it is about.
+pub struct FeedbackForm {
+    pub entry: String,
+    pub packed: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -686,10 +702,12 @@ pub async fn diagnose_shared(
         return Ok(Redirect::to("/").into_response());
     };
     let text = share::decode(&packed).map_err(AppError::BadRequest)?;
-    answer(&state, lang, text).await
+    answer(&state, lang, text, false).await
 }
 
-async fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
+/// The answer page for `text`; `sent`: the user pasted it now (a share link opened
+/// is an answer seen again, not a failure seen again).
+async fn answer(state: &AppState, lang: Lang, text: String, sent: bool) -> PageResult {
     let served = state.served();
     let text: Arc<str> = text.into();
     let request = Request::text(text.clone(), None).map_err(|err| match err {
@@ -698,7 +716,11 @@ async fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
         ),
         err => err.into(),
     })?;
-    let diagnosis = state.diagnose(&served, request).await?;
+    let diagnosis = if sent {
+        state.answer_paste(&served, request).await?
+    } else {
+        state.diagnose(&served, request).await?
+    };
     let share = share::link(&text, &diagnosis);
     let kb = served.index.kb();
     let mut views = diagnosis.matches.iter().filter_map(|m| {
@@ -744,6 +766,10 @@ async fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
         })
         .unwrap_or_default();
     let closest = result_views(kb, &diagnosis.closest);
+    let feedback = (state.inbox.as_ref().zip(top.as_ref())).map(|(_, top)| FeedbackForm {
+        entry: top.entry.slug.clone(),
+        packed: share::packed(&share.path).to_string(),
+    });
     render(DiagnosePage {
         ui: Ui::new(lang, share.path.clone()),
         share_url: state.url(&share.path),
@@ -758,6 +784,7 @@ async fn answer(state: &AppState, lang: Lang, text: String) -> PageResult {
         others,
         closest,
         share,
+        feedback,
     })
 }
 

@@ -41,6 +41,16 @@ pub fn path(text: &str) -> String {
     format!("{PREFIX}{}", encode(text))
 }
 
+/// The packed paste of a share link's path (what follows `p=`).
+pub fn packed(path: &str) -> &str {
+    path.strip_prefix(PREFIX).unwrap_or(path)
+}
+
+/// The share link's path of a paste already packed.
+pub fn packed_path(packed: &str) -> String {
+    format!("{PREFIX}{packed}")
+}
+
 pub fn encode(text: &str) -> String {
     let mut encoder = DeflateEncoder::new(Vec::new(), Compression::best());
     // Writing to a Vec cannot fail.

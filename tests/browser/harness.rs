@@ -648,6 +648,10 @@ fn start_server() -> (Supervised, String) {
         |cmd| {
             cmd.env("RUST_LOG", "errbook=info")
                 .env("NO_COLOR", "1")
+                .env(
+                    "ERRBOOK_STORE",
+                    std::env::temp_dir().join(format!("errbook-browser-{}.db", std::process::id())),
+                )
                 .env_remove("ERRBOOK_KB")
                 .env_remove("ERRBOOK_NO_BUILTIN")
                 .env_remove("ERRBOOK_ADDR")

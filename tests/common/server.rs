@@ -26,6 +26,7 @@ impl Server {
     pub fn start_with(kb: &Path, extra: &[&str], configure: impl FnOnce(&mut Command)) -> Server {
         let cache = tempfile::tempdir().unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_errbook"));
+        command.env("ERRBOOK_STORE", cache.path().join("inbox.db"));
         configure(&mut command);
         let mut child = command
             .args([

@@ -280,31 +280,54 @@ impl Store {
         &self.location
     }
 
-    /// Writes `batch` in one transaction: all of it or none.
+    /// Writes `batch` in one transaction: all of it or none. Captures of one group
+    /// (a failure every rank of a job reports at once) are counted in one statement.
     pub async fn write(&self, batch: &[Write]) -> Result<(), StoreError> {
+        let mut groups: Vec<(&Capture, i64, i64)> = Vec::new();
+        for write in batch {
+            if let Write::Capture(c) = write {
+                match groups
+                    .iter_mut()
+                    .find(|(g, ..)| g.fingerprint == c.fingerprint)
+                {
+                    Some((latest, count, first)) => {
+                        *count += 1;
+                        *first = (*first).min(c.at);
+                        if c.at >= latest.at {
+                            *latest = c;
+                        }
+                    }
+                    None => groups.push((c, 1, c.at)),
+                }
+            }
+        }
         let mut tx = self.pool.begin().await?;
+        for (c, count, first) in groups {
+            sqlx::query(
+                "INSERT INTO failure_groups (fingerprint, root_cause, count, first_seen, \
+                 last_seen, verdict, sample, triage, closest, status) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'open') \
+                 ON CONFLICT (fingerprint) DO UPDATE SET \
+                 count = failure_groups.count + excluded.count, \
+                 last_seen = CASE WHEN excluded.last_seen > failure_groups.last_seen \
+                 THEN excluded.last_seen ELSE failure_groups.last_seen END, \
+                 verdict = excluded.verdict, closest = excluded.closest",
+            )
+            .bind(&c.fingerprint)
+            .bind(&c.root_cause)
+            .bind(count)
+            .bind(first)
+            .bind(c.at)
+            .bind(c.verdict.as_str())
+            .bind(&c.sample)
+            .bind(&c.triage)
+            .bind(c.closest.join(" "))
+            .execute(&mut *tx)
+            .await?;
+        }
         for write in batch {
             match write {
-                Write::Capture(c) => {
-                    sqlx::query(
-                        "INSERT INTO failure_groups (fingerprint, root_cause, count, \
-                         first_seen, last_seen, verdict, sample, triage, closest, status) \
-                         VALUES ($1, $2, 1, $3, $3, $4, $5, $6, $7, 'open') \
-                         ON CONFLICT (fingerprint) DO UPDATE SET \
-                         count = failure_groups.count + 1, \
-                         last_seen = excluded.last_seen, verdict = excluded.verdict, \
-                         closest = excluded.closest",
-                    )
-                    .bind(&c.fingerprint)
-                    .bind(&c.root_cause)
-                    .bind(c.at)
-                    .bind(c.verdict.as_str())
-                    .bind(&c.sample)
-                    .bind(&c.triage)
-                    .bind(c.closest.join(" "))
-                    .execute(&mut *tx)
-                    .await?;
-                }
+                Write::Capture(_) => {}
                 Write::Feedback(f) => {
                     sqlx::query(
                         "INSERT INTO feedback (id, at, vote, entry, verdict, fingerprint, \

@@ -734,6 +734,14 @@ async fn the_inbox_is_the_curators_alone() {
     let inbox = s.get("/inbox", &session).await;
     assert!(inbox.body.contains("ShardFormatError"), "{}", inbox.body);
     assert!(inbox.body.contains(&format!("/inbox/groups/{fp}")));
+    let zh = s
+        .get("/inbox", &format!("{session}; errbook_lang=zh-CN"))
+        .await;
+    assert!(
+        zh.body.contains("维护者收件箱") && zh.body.contains("已开启收集"),
+        "{}",
+        zh.body
+    );
 
     // Every form needs the session's CSRF token.
     let no_csrf = s

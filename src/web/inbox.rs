@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use super::curator::{self, Curator};
 use super::error::AppError;
+use super::inbox_text::InboxText;
 use super::pages::{ErrorPage, Ui};
 use super::{AppState, unix_now};
 use crate::diagnose::Request;
@@ -91,6 +92,7 @@ fn signed_in(curator: &Curator, headers: &HeaderMap) -> Signed {
 #[template(path = "inbox_login.html")]
 struct LoginPage {
     ui: Ui,
+    t: &'static InboxText,
     csrf: String,
     message: Option<&'static str>,
 }
@@ -99,13 +101,15 @@ fn login_page(
     ui: Ui,
     curator: &Curator,
     status: StatusCode,
-    message: Option<&'static str>,
+    message: Option<fn(&InboxText) -> &'static str>,
 ) -> PageResult {
     let nonce = curator::nonce();
+    let t = InboxText::of(ui.lang);
     let page = LoginPage {
         csrf: curator.login_csrf(&nonce),
+        message: message.map(|m| m(t)),
+        t,
         ui,
-        message,
     };
     let cookie = curator.set_cookie(curator::LOGIN, &nonce, 3600);
     Ok(private(status, page.render()?, Some(cookie)))
@@ -148,12 +152,7 @@ pub async fn login(
         return Ok(response);
     }
     if !curator.login_csrf_matches(&headers, &form.csrf) {
-        return login_page(
-            ui,
-            curator,
-            StatusCode::FORBIDDEN,
-            Some("The form expired: sign in again."),
-        );
+        return login_page(ui, curator, StatusCode::FORBIDDEN, Some(|t| t.form_expired));
     }
     if !curator.token_matches(&form.token) {
         curator.failed(now);
@@ -162,7 +161,7 @@ pub async fn login(
             ui,
             curator,
             StatusCode::UNAUTHORIZED,
-            Some("That is not the curator token."),
+            Some(|t| t.wrong_token),
         );
     }
     let session = curator.new_session(unix_now());
@@ -234,6 +233,7 @@ pub async fn logout(
 #[template(path = "inbox.html")]
 struct InboxPage {
     ui: Ui,
+    t: &'static InboxText,
     csrf: String,
     groups: Vec<Group>,
     votes: Vec<EntryVotes>,
@@ -253,6 +253,7 @@ pub async fn list(State(state): State<AppState>, ui: Ui, headers: HeaderMap) -> 
     let votes = store.entry_votes(LISTED).await.map_err(store_failed)?;
     let inbox = state.inbox.as_ref();
     let page = InboxPage {
+        t: InboxText::of(ui.lang),
         ui,
         csrf: curator.csrf(&session),
         groups,
@@ -267,6 +268,7 @@ pub async fn list(State(state): State<AppState>, ui: Ui, headers: HeaderMap) -> 
 #[template(path = "inbox_group.html")]
 struct GroupPage {
     ui: Ui,
+    t: &'static InboxText,
     csrf: String,
     group: Group,
     slugs: Vec<String>,
@@ -300,6 +302,7 @@ pub async fn group(
     let group = find(&*store(&state)?, &fingerprint).await?;
     let served = state.served();
     let page = GroupPage {
+        t: InboxText::of(ui.lang),
         ui,
         csrf: curator.csrf(&session),
         group,
@@ -318,6 +321,7 @@ pub async fn group(
 #[template(path = "inbox_done.html")]
 struct DonePage {
     ui: Ui,
+    t: &'static InboxText,
     group: Group,
     /// What was decided, in a sentence.
     decided: String,
@@ -351,13 +355,11 @@ pub async fn draft(
         .set_status(&fingerprint, &status)
         .await
         .map_err(store_failed)?;
+    let t = InboxText::of(ui.lang);
     let page = DonePage {
         ui,
-        decided: format!(
-            "Drafted as `{}`. Save both files in the team's kb folder (any area), fill in \
-             every TODO(draft), and run `errbook check` until it passes.",
-            draft.slug
-        ),
+        t,
+        decided: t.drafted(&draft.slug),
         files: vec![
             (format!("kb/<area>/{}.md", draft.slug), draft.entry),
             (format!("kb/<area>/{}.zh.md", draft.slug), draft.chinese),
@@ -422,13 +424,11 @@ pub async fn attach(
         .set_status(&fingerprint, &status)
         .await
         .map_err(store_failed)?;
+    let t = InboxText::of(ui.lang);
     let page = DonePage {
         ui,
-        decided: format!(
-            "Attached to `{}`. Add the signature below to its `signatures:` and the sample \
-             to its `examples:`, then run `errbook check`: the sample must diagnose to it.",
-            entry.slug
-        ),
+        t,
+        decided: t.attached(&entry.slug),
         files: Vec::new(),
         signatures,
         group: Group { status, ..group },

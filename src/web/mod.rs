@@ -9,6 +9,7 @@ mod error_bodies;
 mod feedback;
 mod i18n;
 mod inbox;
+mod inbox_text;
 mod llms;
 mod mcp;
 mod metrics;

@@ -27,8 +27,43 @@ pub const GRAM: &str = "errbook_gram";
 static JIEBA: OnceLock<Jieba> = OnceLock::new();
 
 fn full_jieba() -> &'static Jieba {
-    JIEBA.get_or_init(Jieba::new)
+    JIEBA.get_or_init(|| {
+        let mut jieba = Jieba::new();
+        for &(word, freq) in DOMAIN_WORDS {
+            jieba.add_word(word, Some(freq), None);
+        }
+        jieba
+    })
 }
+
+/// Words of the trade that jieba's general dictionary splits or barely knows (`报错`
+/// has frequency 3, so `超时报错` became `超 时报 错`, a newspaper, and no timeout),
+/// with the frequency of a common word: both the index and the queries segment them
+/// whole. Two-character words only, so that a longer phrase still meets its parts.
+const DOMAIN_WORDS: &[(&str, usize)] = &[
+    ("超时", 20_000),
+    ("报错", 20_000),
+    ("卡住", 20_000),
+    ("卡死", 20_000),
+    ("显存", 20_000),
+    ("多卡", 20_000),
+    ("单卡", 20_000),
+    ("双卡", 20_000),
+    ("多机", 20_000),
+    ("单机", 20_000),
+    ("死锁", 20_000),
+    ("挂起", 20_000),
+    ("微调", 20_000),
+    ("量化", 20_000),
+    ("卸载", 20_000),
+    ("网卡", 20_000),
+    ("端口", 20_000),
+    ("驱动", 20_000),
+    ("梯度", 20_000),
+    ("权重", 20_000),
+    ("精度", 20_000),
+    ("通信", 20_000),
+];
 
 /// Loads jieba's whole dictionary now rather than on the first Chinese query.
 pub fn warm_up() {
@@ -224,6 +259,7 @@ fn subset(alphabet: &Alphabet) -> Result<Jieba, String> {
         .map_err(|e| format!("cannot decompress the shipped jieba dictionary: {e}"))?;
     let mut jieba = Jieba::empty();
     let (mut total, mut kept) = (0usize, 0usize);
+    let mut seen = [false; DOMAIN_WORDS.len()];
     let mut start = 0;
     let ends = memchr::memchr_iter(b'\n', &text).chain([text.len()]);
     for (n, end) in ends.enumerate() {
@@ -247,6 +283,14 @@ fn subset(alphabet: &Alphabet) -> Result<Jieba, String> {
             n.saturating_mul(10)
                 .saturating_add(usize::from(digit - b'0'))
         });
+        // A word of the trade has its own frequency, as `full_jieba` gives it.
+        let freq = match DOMAIN_WORDS.iter().position(|(w, _)| w.as_bytes() == word) {
+            Some(i) => {
+                seen[i] = true;
+                DOMAIN_WORDS[i].1
+            }
+            None => freq,
+        };
         total = total.saturating_add(freq);
         if alphabet.covers(word) {
             // Made of encodings of characters, so UTF-8.
@@ -254,6 +298,11 @@ fn subset(alphabet: &Alphabet) -> Result<Jieba, String> {
             jieba.add_word(word, Some(freq), None);
             kept = kept.saturating_add(freq);
         }
+    }
+    for (&(word, freq), _) in DOMAIN_WORDS.iter().zip(seen).filter(|(_, seen)| !seen) {
+        jieba.add_word(word, Some(freq), None);
+        total = total.saturating_add(freq);
+        kept = kept.saturating_add(freq);
     }
     jieba.add_word(LEFT_OUT, Some(total.saturating_sub(kept)), None);
     Ok(jieba)
@@ -1239,13 +1288,31 @@ mod tests {
     }
 
     #[test]
+    fn words_of_the_trade_stay_whole_in_either_dictionary() {
+        let text = "多卡训练NCCL超时报错，双卡显存卡住";
+        let mut whole = words_analyzer();
+        let words = tokens(&mut whole, text);
+        for word in ["多卡", "超时", "报错", "双卡", "显存", "卡住"] {
+            assert!(words.iter().any(|w| w.0 == word), "{word} in {words:?}");
+        }
+        assert!(!words.iter().any(|w| w.0 == "时报"), "{words:?}");
+        // A subset that holds some of them, and one that holds none.
+        for texts in [vec!["多卡训练超时报错"], vec!["训练卡住了"]] {
+            let mut ours = words_analyzer_with(Segmenter::subset_for(&texts));
+            for text in [text, "超时报错", "单机多卡微调", texts[0]] {
+                assert_eq!(tokens(&mut ours, text), tokens(&mut whole, text), "{text}");
+            }
+        }
+    }
+
+    #[test]
     fn the_shipped_dictionary_is_jiebas() {
         let size = zstd::zstd_safe::get_frame_content_size(DICTIONARY)
             .unwrap()
             .unwrap();
         let text =
             String::from_utf8(zstd::bulk::decompress(DICTIONARY, size as usize).unwrap()).unwrap();
-        let whole = full_jieba();
+        let whole = Jieba::new();
         let mut total = 0usize;
         for line in text.lines() {
             let (word, freq) = line.split_once(' ').unwrap();

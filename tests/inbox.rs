@@ -660,13 +660,18 @@ fn hidden(body: &str, name: &str) -> String {
     at.split('"').next().unwrap().to_string()
 }
 
-/// Signs in as the curator: the session cookie and the pages' CSRF token.
-async fn sign_in(s: &Served) -> (String, String) {
+/// The login form: its cookie and its CSRF token.
+async fn login_form(s: &Served) -> (String, String) {
     let form = s.get("/inbox/login", "").await;
     assert_eq!(form.status, StatusCode::OK);
     assert_eq!(form.headers[header::CACHE_CONTROL], "no-store");
     let login = cookie_value(&set_cookies(&form), "errbook_login");
-    let csrf = hidden(&form.body, "csrf");
+    (login, hidden(&form.body, "csrf"))
+}
+
+/// Signs in with the right token: the session cookie.
+async fn session(s: &Served) -> String {
+    let (login, csrf) = login_form(s).await;
     let signed = s
         .form(
             "/inbox/login",
@@ -675,7 +680,12 @@ async fn sign_in(s: &Served) -> (String, String) {
         )
         .await;
     assert_eq!(signed.status, StatusCode::SEE_OTHER, "{}", signed.body);
-    let session = cookie_value(&set_cookies(&signed), "errbook_curator");
+    cookie_value(&set_cookies(&signed), "errbook_curator")
+}
+
+/// Signs in as the curator: the session cookie and the pages' CSRF token.
+async fn sign_in(s: &Served) -> (String, String) {
+    let session = session(s).await;
     let inbox = s.get("/inbox", &session).await;
     assert_eq!(inbox.status, StatusCode::OK, "{}", inbox.body);
     let csrf = hidden(&inbox.body, "csrf");
@@ -705,9 +715,7 @@ async fn the_inbox_is_the_curators_alone() {
     assert_eq!(dismiss.status, StatusCode::SEE_OTHER);
 
     // A login form needs its own cookie, and the right token.
-    let form = s.get("/inbox/login", "").await;
-    let login = cookie_value(&set_cookies(&form), "errbook_login");
-    let csrf = hidden(&form.body, "csrf");
+    let (login, csrf) = login_form(&s).await;
     let no_cookie = s
         .form(
             "/inbox/login",
@@ -832,9 +840,7 @@ async fn the_inbox_is_the_curators_alone() {
 #[tokio::test]
 async fn wrong_tokens_are_limited() {
     let s = served(false);
-    let form = s.get("/inbox/login", "").await;
-    let login = cookie_value(&set_cookies(&form), "errbook_login");
-    let csrf = hidden(&form.body, "csrf");
+    let (login, csrf) = login_form(&s).await;
     for _ in 0..5 {
         let wrong = s
             .form(
@@ -914,20 +920,8 @@ async fn answers_go_on_while_the_store_is_down() {
         metrics.contains("errbook_store_up{backend=\"sqlite\"} 0"),
         "{metrics}"
     );
-    let (session, _) = {
-        // The inbox says why it cannot show anything.
-        let form = s.get("/inbox/login", "").await;
-        let login = cookie_value(&set_cookies(&form), "errbook_login");
-        let csrf = hidden(&form.body, "csrf");
-        let signed = s
-            .form(
-                "/inbox/login",
-                &format!("csrf={csrf}&token={}", common::encode(TOKEN)),
-                &login,
-            )
-            .await;
-        (cookie_value(&set_cookies(&signed), "errbook_curator"), ())
-    };
+    // The inbox says why it cannot show anything.
+    let session = session(&s).await;
     let inbox = s.get("/inbox", &session).await;
     assert_eq!(inbox.status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(inbox.body.contains("not open"), "{}", inbox.body);

@@ -331,28 +331,64 @@ struct DonePage {
     signatures: Vec<String>,
 }
 
-/// `POST /inbox/groups/{fingerprint}/draft`: the entry's two files, drafted from the
-/// group's sample; the group is marked drafted.
-pub async fn draft(
+/// `POST /inbox/groups/{fingerprint}/{action}`: a curator's decision on a group,
+/// `draft`, `attach` (with the form's `entry`) or `dismiss`.
+pub async fn decide(
     State(state): State<AppState>,
     ui: Ui,
     headers: HeaderMap,
-    Path(fingerprint): Path<String>,
+    Path((fingerprint, action)): Path<(String, String)>,
     form: Result<Form<CsrfForm>, FormRejection>,
 ) -> PageResult {
     if let Err(response) = checked(&state, &ui, &headers, &form)? {
         return Ok(response);
     }
     let store = store(&state)?;
-    let group = find(&store, &fingerprint).await?;
-    let served = state.served();
+    match action.as_str() {
+        "draft" => draft(&state, ui, &store, &fingerprint).await,
+        "attach" => {
+            let slug = form
+                .map(|Form(f)| f.entry.trim().to_string())
+                .unwrap_or_default();
+            attach(&state, ui, &store, &fingerprint, &slug).await
+        }
+        "dismiss" => {
+            if !store
+                .set_status(&fingerprint, &GroupStatus::NotTraining)
+                .await
+                .map_err(store_failed)?
+            {
+                find(&store, &fingerprint).await?;
+            }
+            Ok(Redirect::to("/inbox").into_response())
+        }
+        _ => Err(AppError::NotFound(
+            "There is no such decision: a group is drafted, attached or dismissed.".into(),
+        )),
+    }
+}
+
+/// A group and what errbook makes of its sample now.
+async fn diagnosed(
+    state: &AppState,
+    store: &Store,
+    fingerprint: &str,
+) -> Result<(Group, crate::diagnose::Diagnosis), AppError> {
+    let group = find(store, fingerprint).await?;
     let request = Request::text(group.sample.as_str(), None).map_err(AppError::from)?;
-    let d = state.diagnose(&served, request).await?;
-    let draft = crate::draft::draft(served.index.kb(), &group.sample, &d)
+    let d = state.diagnose(&state.served(), request).await?;
+    Ok((group, d))
+}
+
+/// The entry's two files, drafted from the group's sample; the group is marked
+/// drafted.
+async fn draft(state: &AppState, ui: Ui, store: &Store, fingerprint: &str) -> PageResult {
+    let (group, d) = diagnosed(state, store, fingerprint).await?;
+    let draft = crate::draft::draft(state.served().index.kb(), &group.sample, &d)
         .map_err(|err| AppError::Unprocessable(format!("No draft from this group: {err}.")))?;
     let status = GroupStatus::Drafted(draft.slug.clone());
     store
-        .set_status(&fingerprint, &status)
+        .set_status(fingerprint, &status)
         .await
         .map_err(store_failed)?;
     let t = InboxText::of(ui.lang);
@@ -370,67 +406,34 @@ pub async fn draft(
     Ok(private(StatusCode::OK, page.render()?, None))
 }
 
-/// `POST /inbox/groups/{fingerprint}/dismiss`: not a training failure.
-pub async fn dismiss(
-    State(state): State<AppState>,
+/// An existing entry answers the group: the page shows the signature and example to
+/// add to it.
+async fn attach(
+    state: &AppState,
     ui: Ui,
-    headers: HeaderMap,
-    Path(fingerprint): Path<String>,
-    form: Result<Form<CsrfForm>, FormRejection>,
+    store: &Store,
+    fingerprint: &str,
+    slug: &str,
 ) -> PageResult {
-    if let Err(response) = checked(&state, &ui, &headers, &form)? {
-        return Ok(response);
-    }
-    let store = store(&state)?;
-    if !store
-        .set_status(&fingerprint, &GroupStatus::NotTraining)
-        .await
-        .map_err(store_failed)?
-    {
-        find(&store, &fingerprint).await?;
-    }
-    Ok(Redirect::to("/inbox").into_response())
-}
-
-/// `POST /inbox/groups/{fingerprint}/attach`: an existing entry answers this group;
-/// the page shows the signature and example to add to it.
-pub async fn attach(
-    State(state): State<AppState>,
-    ui: Ui,
-    headers: HeaderMap,
-    Path(fingerprint): Path<String>,
-    form: Result<Form<CsrfForm>, FormRejection>,
-) -> PageResult {
-    if let Err(response) = checked(&state, &ui, &headers, &form)? {
-        return Ok(response);
-    }
-    let slug = form
-        .map(|Form(f)| f.entry.trim().to_string())
-        .unwrap_or_default();
-    let served = state.served();
-    let Some(entry) = served.index.kb().get(&slug) else {
+    if state.served().index.kb().get(slug).is_none() {
         return Err(AppError::Unprocessable(format!(
             "There is no entry `{}`: choose the entry that answers this group.",
-            crate::diagnose::clip(&slug, 80)
+            crate::diagnose::clip(slug, 80)
         )));
-    };
-    let store = store(&state)?;
-    let group = find(&store, &fingerprint).await?;
-    let request = Request::text(group.sample.as_str(), None).map_err(AppError::from)?;
-    let d = state.diagnose(&served, request).await?;
-    let signatures = crate::draft::suggested_signatures(&d);
-    let status = GroupStatus::Attached(entry.slug.clone());
+    }
+    let (group, d) = diagnosed(state, store, fingerprint).await?;
+    let status = GroupStatus::Attached(slug.to_string());
     store
-        .set_status(&fingerprint, &status)
+        .set_status(fingerprint, &status)
         .await
         .map_err(store_failed)?;
     let t = InboxText::of(ui.lang);
     let page = DonePage {
         ui,
         t,
-        decided: t.attached(&entry.slug),
+        decided: t.attached(slug),
         files: Vec::new(),
-        signatures,
+        signatures: crate::draft::suggested_signatures(&d),
         group: Group { status, ..group },
     };
     Ok(private(StatusCode::OK, page.render()?, None))

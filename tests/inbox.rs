@@ -880,12 +880,19 @@ async fn without_a_curator_token_the_inbox_is_off() {
     }
 }
 
-#[tokio::test]
-async fn answers_go_on_while_the_store_is_down() {
+/// A store that can never open (its folder is a file), in a folder kept as long as
+/// the returned guard.
+fn store_that_cannot_open() -> (Location, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("a-file");
     std::fs::write(&file, "").unwrap();
-    let s = served_with(Location::Sqlite(file.join("inbox.db")), true, Some(dir));
+    (Location::Sqlite(file.join("inbox.db")), dir)
+}
+
+#[tokio::test]
+async fn answers_go_on_while_the_store_is_down() {
+    let (location, dir) = store_that_cannot_open();
+    let s = served_with(location, true, Some(dir));
     for rank in 0..3 {
         let answer = s
             .json("/api/v1/diagnose", json!({ "text": unknown_failure(rank) }))
@@ -929,13 +936,11 @@ async fn answers_go_on_while_the_store_is_down() {
 
 #[tokio::test]
 async fn a_full_queue_drops_writes_and_counts_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("a-file");
-    std::fs::write(&file, "").unwrap();
     // The store never opens, so nothing leaves a queue of two.
+    let (location, _dir) = store_that_cannot_open();
     let inbox = Inbox::with_queue(
         InboxOptions {
-            location: Location::Sqlite(file.join("x.db")),
+            location,
             capture: true,
             retention_days: 1,
         },

@@ -386,21 +386,35 @@ async fn draft(state: &AppState, ui: Ui, store: &Store, fingerprint: &str) -> Pa
     let (group, d) = diagnosed(state, store, fingerprint).await?;
     let draft = crate::draft::draft(state.served().index.kb(), &group.sample, &d)
         .map_err(|err| AppError::Unprocessable(format!("No draft from this group: {err}.")))?;
-    let status = GroupStatus::Drafted(draft.slug.clone());
+    let decided = InboxText::of(ui.lang).drafted(&draft.slug);
+    let files = vec![
+        (format!("kb/<area>/{}.md", draft.slug), draft.entry),
+        (format!("kb/<area>/{}.zh.md", draft.slug), draft.chinese),
+    ];
+    let status = GroupStatus::Drafted(draft.slug);
+    decided_page(ui, store, group, status, decided, files, Vec::new()).await
+}
+
+/// Records `status` for `group` and shows what the curator is to do next.
+async fn decided_page(
+    ui: Ui,
+    store: &Store,
+    group: Group,
+    status: GroupStatus,
+    decided: String,
+    files: Vec<(String, String)>,
+    signatures: Vec<String>,
+) -> PageResult {
     store
-        .set_status(fingerprint, &status)
+        .set_status(&group.fingerprint, &status)
         .await
         .map_err(store_failed)?;
-    let t = InboxText::of(ui.lang);
     let page = DonePage {
+        t: InboxText::of(ui.lang),
         ui,
-        t,
-        decided: t.drafted(&draft.slug),
-        files: vec![
-            (format!("kb/<area>/{}.md", draft.slug), draft.entry),
-            (format!("kb/<area>/{}.zh.md", draft.slug), draft.chinese),
-        ],
-        signatures: Vec::new(),
+        decided,
+        files,
+        signatures,
         group: Group { status, ..group },
     };
     Ok(private(StatusCode::OK, page.render()?, None))
@@ -422,21 +436,10 @@ async fn attach(
         )));
     }
     let (group, d) = diagnosed(state, store, fingerprint).await?;
+    let decided = InboxText::of(ui.lang).attached(slug);
     let status = GroupStatus::Attached(slug.to_string());
-    store
-        .set_status(fingerprint, &status)
-        .await
-        .map_err(store_failed)?;
-    let t = InboxText::of(ui.lang);
-    let page = DonePage {
-        ui,
-        t,
-        decided: t.attached(slug),
-        files: Vec::new(),
-        signatures: crate::draft::suggested_signatures(&d),
-        group: Group { status, ..group },
-    };
-    Ok(private(StatusCode::OK, page.render()?, None))
+    let signatures = crate::draft::suggested_signatures(&d);
+    decided_page(ui, store, group, status, decided, Vec::new(), signatures).await
 }
 
 /// A Unix time as its UTC day (`2026-11-27`), for the inbox's tables.

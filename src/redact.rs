@@ -144,6 +144,13 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             r"\b(?:pdsh|ssh|root|[a-z_][a-z0-9_-]*)@(?P<value>[A-Za-z][\w-]*(?:\.[\w-]+)*)",
             true,
         ),
+        // A machine named in prose: `on node-07`, `from gpu-a100-3`, `at worker-2`
+        // (letters, a hyphen and a number; `on gpu-0` goes too, which costs nothing).
+        rule(
+            Kind::Host,
+            r"(?i)\b(?:on|from|at|to|node|host|machine|server)\s+(?P<value>[a-z][a-z0-9]*(?:-[a-z0-9]+)*-\d+[a-z0-9]*)\b",
+            true,
+        ),
         // Names under private domains anywhere.
         rule(
             Kind::Host,
@@ -242,6 +249,38 @@ pub fn redact(text: &str) -> Redacted {
             out
         });
         text = replaced.into_owned();
+    }
+    // A machine found in one place is the same machine wherever else its name stands
+    // alone: in prose, a path, an error message.
+    let mut hosts: Vec<(&String, usize)> = numbers
+        .iter()
+        .filter(|((kind, _), _)| *kind == Kind::Host)
+        .map(|((_, name), n)| (name, *n))
+        .collect();
+    hosts.sort_by_key(|(name, _)| std::cmp::Reverse(name.len()));
+    for (name, n) in hosts {
+        let alone = Regex::new(&format!(
+            r"(?i)(?:^|[^\w<.-])(?P<value>{})(?:$|[^\w-])",
+            regex::escape(name)
+        ))
+        .expect("an escaped name compiles");
+        let placeholder = format!("<host-{n}>");
+        let mut count = 0;
+        let replaced = alone.replace_all(&text, |caps: &Captures| {
+            let whole = caps.get(0).expect("a match");
+            let value = caps.name("value").expect("the group");
+            count += 1;
+            let mut out = whole.as_str().to_string();
+            out.replace_range(
+                value.start() - whole.start()..value.end() - whole.start(),
+                &placeholder,
+            );
+            out
+        });
+        text = replaced.into_owned();
+        if count > 0 {
+            *hidden.entry(Kind::Host).or_insert(0) += count;
+        }
     }
     let (text, ipv6) = redact_ipv6(&text);
     if ipv6 > 0 {
@@ -441,6 +480,27 @@ mod tests {
         assert!(lines[1].starts_with("<host-2>:202"), "{}", out.text);
         assert!(lines[2].starts_with("<host-1>:101"), "{}", out.text);
         assert_eq!(out.hidden[&Kind::Host], 3);
+    }
+
+    #[test]
+    fn a_machine_named_once_is_hidden_wherever_else_it_stands() {
+        let log = "gpu-node-17:2841:2841 [0] NCCL WARN Connection closed by remote peer\n\
+                   The job died on gpu-node-17 after 3 h; gpu-node-170 was fine.\n\
+                   ssh into gpu-node-17 and run nvidia-smi";
+        let out = redact(log).text;
+        assert!(!out.contains("gpu-node-17 "), "{out}");
+        assert!(!out.contains("gpu-node-17;"), "{out}");
+        assert!(out.contains("died on <host-1> after"), "{out}");
+        assert!(out.contains("ssh into <host-1> and"), "{out}");
+        assert!(out.contains("gpu-node-170 was fine"), "{out}");
+    }
+
+    #[test]
+    fn a_machine_named_only_in_prose_is_hidden() {
+        let out = redact("rank 3 on node-07 hangs; the run from worker-a100-2 is fine").text;
+        assert!(!out.contains("node-07"), "{out}");
+        assert!(!out.contains("worker-a100-2"), "{out}");
+        assert!(out.contains("rank 3 on <host-1> hangs"), "{out}");
     }
 
     #[test]

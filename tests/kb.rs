@@ -209,7 +209,19 @@ fn check_search(q: &str, expected: &str, within: usize) {
 
 #[test]
 fn chinese_searches_land_on_their_entries() {
-    check_search("显存不均衡", "gpu0-extra-memory-torch-load", 1);
+    // Uneven memory has two causes: both entries come first, the launcher decides.
+    for slug in [
+        "gpu0-extra-memory-torch-load",
+        "dataparallel-gpu0-memory-imbalance",
+    ] {
+        check_search("显存不均衡", slug, 2);
+    }
+    check_search("DDP 显存不均衡", "gpu0-extra-memory-torch-load", 1);
+    check_search(
+        "DataParallel 显存不均衡",
+        "dataparallel-gpu0-memory-imbalance",
+        1,
+    );
     check_search("全黑图", "black-images-fp16-vae", 1);
     check_search("显存不足", "cuda-out-of-memory", 1);
     check_search("多卡训练卡住", "hang-end-of-epoch-uneven-batches", 5);

@@ -148,7 +148,7 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         // (letters, a hyphen and a number; `on gpu-0` goes too, which costs nothing).
         rule(
             Kind::Host,
-            r"(?i)\b(?:on|from|at|to|node|host|machine|server)\s+(?P<value>[a-z][a-z0-9]*(?:-[a-z0-9]+)*-\d+[a-z0-9]*)\b",
+            r"(?i)\b(?:on|from|at|to|node|host|machine|server)\s+(?P<value>[a-z][a-z0-9]*(?:-[a-z0-9]+)*-\d+[a-z0-9]*(?:\.[a-z][\w-]*)*)\b",
             true,
         ),
         // Names under private domains anywhere.
@@ -499,6 +499,8 @@ mod tests {
     fn a_machine_named_only_in_prose_is_hidden() {
         let out = redact("rank 3 on node-07 hangs; the run from worker-a100-2 is fine").text;
         assert!(!out.contains("node-07"), "{out}");
+        let dotted = redact("the shard on gpu-node-01.cluster.local is short").text;
+        assert!(dotted.contains("on <host-1> is short"), "{dotted}");
         assert!(!out.contains("worker-a100-2"), "{out}");
         assert!(out.contains("rank 3 on <host-1> hangs"), "{out}");
     }

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv6Addr;
 use std::sync::LazyLock;
 
-use regex::{Captures, Regex};
+use regex::{Captures, Match, Regex};
 
 /// What was taken out of a paste.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -242,11 +242,7 @@ pub fn redact(text: &str) -> Redacted {
             } else {
                 format!("<{name}>")
             };
-            let start = value.start() - whole.start();
-            let end = value.end() - whole.start();
-            let mut out = whole.as_str().to_string();
-            out.replace_range(start..end, &placeholder);
-            out
+            with_value(whole, value, &placeholder)
         });
         text = replaced.into_owned();
     }
@@ -267,15 +263,9 @@ pub fn redact(text: &str) -> Redacted {
         let placeholder = format!("<host-{n}>");
         let mut count = 0;
         let replaced = alone.replace_all(&text, |caps: &Captures| {
-            let whole = caps.get(0).expect("a match");
-            let value = caps.name("value").expect("the group");
             count += 1;
-            let mut out = whole.as_str().to_string();
-            out.replace_range(
-                value.start() - whole.start()..value.end() - whole.start(),
-                &placeholder,
-            );
-            out
+            let value = caps.name("value").expect("the group");
+            with_value(caps.get(0).expect("a match"), value, &placeholder)
         });
         text = replaced.into_owned();
         if count > 0 {
@@ -287,6 +277,16 @@ pub fn redact(text: &str) -> Redacted {
         *hidden.entry(Kind::Ip).or_insert(0) += ipv6;
     }
     Redacted { text, hidden }
+}
+
+/// The text of `whole` with its part `value` replaced by `placeholder`.
+fn with_value(whole: Match, value: Match, placeholder: &str) -> String {
+    let mut out = whole.as_str().to_string();
+    out.replace_range(
+        value.start() - whole.start()..value.end() - whole.start(),
+        placeholder,
+    );
+    out
 }
 
 /// Whether a value a rule found is left as it is: placeholders already put, loopback
@@ -499,10 +499,10 @@ mod tests {
     fn a_machine_named_only_in_prose_is_hidden() {
         let out = redact("rank 3 on node-07 hangs; the run from worker-a100-2 is fine").text;
         assert!(!out.contains("node-07"), "{out}");
-        let dotted = redact("the shard on gpu-node-01.cluster.local is short").text;
-        assert!(dotted.contains("on <host-1> is short"), "{dotted}");
         assert!(!out.contains("worker-a100-2"), "{out}");
         assert!(out.contains("rank 3 on <host-1> hangs"), "{out}");
+        let dotted = redact("the shard on gpu-node-01.cluster.local is short").text;
+        assert!(dotted.contains("on <host-1> is short"), "{dotted}");
     }
 
     #[test]

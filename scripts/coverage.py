@@ -6,7 +6,8 @@
 Runs `errbook eval --verbose` on each `eval/<survey>/heldout` and
 `eval/<survey>/<area>/heldout` folder (the binary: $ERRBOOK_BIN, else
 target/release/errbook) and prints the share of reports an entry covers and top-1
-on the covered ones, by language and by kind (pasted errors, questions in words).
+on the covered ones, by language and by kind (pasted errors, questions in words),
+and how the reports no entry covers are answered (`matched` is a confident wrong answer).
 """
 
 import collections
@@ -16,12 +17,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+# The verdict each confidence of a first answer gets (src/diagnose/policy.rs).
+VERDICT = {"high": "matched", "medium": "possible"}
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = os.environ.get("ERRBOOK_BIN", str(ROOT / "target/release/errbook"))
 
 
 def firsts(folder):
-    """file -> the first answer `errbook eval --verbose` printed for it."""
+    """file -> (first answer, its confidence) as `errbook eval --verbose` printed them."""
     out = subprocess.run(
         [BIN, "eval", "--verbose", str(folder)],
         capture_output=True, text=True, check=True,
@@ -29,8 +33,8 @@ def firsts(folder):
     top = {}
     for line in out.splitlines():
         fields = line.split()
-        if len(fields) > 3 and fields[0].endswith(".txt") and fields[2] == "top":
-            top[fields[0]] = fields[3]
+        if len(fields) > 5 and fields[0].endswith(".txt") and fields[2] == "top":
+            top[fields[0]] = (fields[3], fields[5])
     return top
 
 
@@ -46,10 +50,12 @@ def main():
                 lang = row.get("lang") or "en"
                 count["reports"] += 1
                 count["reports " + lang] += 1
+                first, confidence = top.get(row["file"], (None, "-"))
                 if expected == ["none"]:
+                    count["uncovered " + VERDICT.get(confidence, "no answer")] += 1
                     continue
                 kind = "questions" if row["kind"] == "question" else "pastes"
-                right = top.get(row["file"]) in expected
+                right = first in expected
                 for part in ("all", lang, kind):
                     count["covered " + part] += 1
                     count["right " + part] += right
@@ -57,6 +63,10 @@ def main():
     print(f"{which}: {len(folders)} folders, {reports} reports "
           f"({count['reports en']} English, {count['reports zh']} Chinese)")
     print(f"coverage: {covered} of {reports} = {covered / reports:.3f}")
+    uncovered = reports - covered
+    if uncovered:
+        print(f"uncovered: {uncovered}; " + ", ".join(
+            f"{v} {count['uncovered ' + v]}" for v in ("no answer", "possible", "matched")))
     for part in ("all", "en", "zh", "pastes", "questions"):
         n = count["covered " + part]
         if n:

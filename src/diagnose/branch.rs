@@ -40,7 +40,7 @@ pub fn named_by_exits(kb: &Kb, triage: &Triage) -> Vec<usize> {
 
 /// The first of `entry`'s branches that `text` (the paste's lines joined, each starting
 /// at `starts`, numbered `numbers`) selects by a `when` fragment, or by an exit or a
-/// fact (`behind`) the triage found.
+/// fact (`behind`, `behind_seq`) the triage found.
 pub fn choose(
     entry: &Entry,
     text: &str,
@@ -77,7 +77,8 @@ pub fn choose(
             }
         }
         if let Some(behind) = &triage.behind
-            && branch.facts.iter().any(|f| f == "behind")
+            && (branch.facts.iter())
+                .any(|f| f == "behind" || (f == "behind_seq" && behind.seq.is_some()))
         {
             lines.push(behind.line);
         }
@@ -95,6 +96,10 @@ pub fn choose(
         }
         if let Some(behind) = &triage.behind {
             values.push(("behind".into(), behind.ranks_text()));
+            if let Some((last, waited)) = behind.seq {
+                values.push(("behind_seq".into(), last.to_string()));
+                values.push(("waiting_seq".into(), waited.to_string()));
+            }
         }
         if let Some(exit) = triage.exits.first() {
             values.push(("exit_code".into(), exit.code.to_string()));

@@ -88,6 +88,67 @@ pub struct Paste {
     pub duplicate_lines: usize,
     /// True when the paste was too large and ordinary lines were dropped.
     pub truncated: bool,
+    /// NCCL's collective sequence numbers as each rank printed them, read before
+    /// repeated lines fold (the ranks' lines differ only in these numbers).
+    pub sequence: Vec<Sequence>,
+}
+
+/// One collective sequence number a rank printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sequence {
+    pub rank: u32,
+    /// The process group, when the line names it (`[PG ID 1 PG GUID 1 Rank 3]`).
+    pub group: Option<u32>,
+    /// `true`: the collective the rank timed out waiting in (`WorkNCCL(SeqNum=N`,
+    /// `Timeout at NCCL work: N`); `false`: the last one it enqueued (`last enqueued
+    /// NCCL work: N`).
+    pub waiting: bool,
+    pub seq: u64,
+    /// 1-based line in the paste.
+    pub line: usize,
+}
+
+/// Most sequence numbers kept from one paste.
+const MAX_SEQUENCE: usize = 256;
+
+static SEQ_RANK: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\[(?:PG (?:ID )?(\d+)[^\]]*?)?Rank (\d+)\]").unwrap());
+static SEQ_WAITING: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?:\bSeqNum=|Timeout at NCCL work: |by watchdog at work: |at work sequence id: )(\d+)",
+    )
+    .unwrap()
+});
+static SEQ_ENQUEUED: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[Ll]ast enqueued (?:NCCL )?work: (\d+)").unwrap());
+
+/// The sequence numbers `text` (of `rank`, by its prefix) names, added to `out`.
+fn note_sequence(rank: Option<u32>, text: &str, line: usize, out: &mut Vec<Sequence>) {
+    if out.len() >= MAX_SEQUENCE || !(text.contains("SeqNum=") || text.contains("work")) {
+        return;
+    }
+    let tag = SEQ_RANK.captures(text);
+    let group = tag.as_ref().and_then(|c| c.get(1)?.as_str().parse().ok());
+    let Some(rank) = (tag.as_ref()).and_then(|c| c[2].parse().ok()).or(rank) else {
+        return;
+    };
+    let found = (SEQ_WAITING.captures(text).map(|c| (true, c)))
+        .into_iter()
+        .chain(SEQ_ENQUEUED.captures(text).map(|c| (false, c)));
+    for (waiting, c) in found {
+        let Ok(seq) = c[1].parse() else { continue };
+        let sequence = Sequence {
+            rank,
+            group,
+            waiting,
+            seq,
+            line,
+        };
+        let same = |s: &Sequence| Sequence { line, ..*s } == sequence;
+        if !out.iter().any(same) {
+            out.push(sequence);
+        }
+    }
 }
 
 impl Paste {
@@ -343,6 +404,8 @@ struct Builder {
     last: VecDeque<(usize, Vec<u8>)>,
     /// A budget of lines below [`MAX_LINES`], for tests.
     max_lines: Option<usize>,
+    /// See [`Paste::sequence`].
+    sequence: Vec<Sequence>,
 }
 
 /// torchrun's record of the rank that failed first, and its field lines after it.
@@ -380,6 +443,7 @@ impl Builder {
             return;
         }
         let traced = self.in_traceback(rank, &text);
+        note_sequence(rank, &text, number, &mut self.sequence);
         // Wrapped continuation: glue to the previous line before deduplicating. A line
         // that carried a prefix (rank, timestamp) starts a record of its own, and a
         // joined line never grows past the line limit.
@@ -393,6 +457,14 @@ impl Builder {
             prev.text.push_str(&text);
             prev.wide = wide;
             prev.last = number;
+            // Read again whole: the wrap may have cut a number off.
+            let glued = match self.tail.back() {
+                Some((_, line)) => Some(line),
+                None => self.lines.last(),
+            };
+            if let Some(line) = glued {
+                note_sequence(line.rank, &line.text, line.number, &mut self.sequence);
+            }
             if self.tail.is_empty() {
                 self.head_bytes += text.len();
             } else {
@@ -578,6 +650,7 @@ impl Builder {
             total_lines: self.total,
             duplicate_lines: self.duplicates,
             truncated: self.truncated,
+            sequence: self.sequence,
         }
     }
 }

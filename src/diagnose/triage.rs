@@ -9,7 +9,7 @@ use regex::Regex;
 
 use super::clip;
 use super::parse::{Exception, Frame, Parsed};
-use super::paste::Paste;
+use super::paste::{Paste, Sequence};
 use crate::kb::Lang;
 
 /// Most consequences and exits listed.
@@ -37,8 +37,12 @@ pub struct Triage {
 pub struct Behind {
     /// Ascending.
     pub ranks: Vec<u32>,
-    /// 1-based paste line of the first collective timeout.
+    /// 1-based paste line of the first collective timeout, or of the sequence number
+    /// that showed them behind.
     pub line: usize,
+    /// When sequence numbers showed it: the last collective these ranks enqueued, and
+    /// the later one another rank timed out waiting in.
+    pub seq: Option<(u64, u64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -259,9 +263,14 @@ pub fn triage(paste: &Paste, text: &str, starts: &[usize], parsed: &Parsed) -> T
             }
         }
     }
-    triage.behind = first_timeout.and_then(|line| {
+    triage.behind = behind_by_sequence(&paste.sequence).or_else(|| {
+        let line = first_timeout?;
         let ranks = behind(paste, timed_out);
-        (!ranks.is_empty()).then_some(Behind { ranks, line })
+        (!ranks.is_empty()).then_some(Behind {
+            ranks,
+            line,
+            seq: None,
+        })
     });
     for version in &parsed.versions {
         if let Some((name, value)) = version.split_once(' ') {
@@ -307,23 +316,7 @@ impl Triage {
         let zh = lang.is_zh();
         let mut out = String::new();
         if let Some(b) = &self.behind {
-            if zh {
-                let who = b.ranks_text_in(lang);
-                let them = if b.ranks.len() == 1 { "它" } else { "它们" };
-                out.push_str(&format!(
-                    "rank {who} 落后了：其他 rank 在一次集合通信里等{them}等到超时，而{them}没有超时；\
-                     查一下{them}当时在做什么。"
-                ));
-            } else {
-                let (who, verb) = match b.ranks.as_slice() {
-                    [one] => (format!("Rank {one}"), "was"),
-                    _ => (format!("Ranks {}", b.ranks_text()), "were"),
-                };
-                out.push_str(&format!(
-                    "{who} fell behind: the other ranks timed out waiting for it in a \
-                     collective, and it did not; find what it {verb} doing then. "
-                ));
-            }
+            out.push_str(&b.sentence(lang));
         }
         let rank = self.first_failure.as_ref().and_then(|f| f.rank);
         if let Some(root) = root.filter(|e| !e.wrapper) {
@@ -432,6 +425,51 @@ fn ranks_of(mask: u64) -> impl Iterator<Item = u32> {
 }
 
 impl Behind {
+    /// What the paste shows of them, with what to look for next.
+    pub fn sentence(&self, lang: Lang) -> String {
+        let one = self.ranks.len() == 1;
+        match (lang, self.seq) {
+            (Lang::En, Some((last, waited))) => {
+                let (who, verb) = match one {
+                    true => (format!("Rank {}", self.ranks_text()), "was"),
+                    false => (format!("Ranks {}", self.ranks_text()), "were"),
+                };
+                format!(
+                    "{who} fell behind: it last enqueued collective {last}, while another rank \
+                     timed out waiting in collective {waited}, which {} never issued; find \
+                     what it {verb} doing then. ",
+                    if one { "it" } else { "they" }
+                )
+            }
+            (Lang::En, None) => {
+                let (who, verb) = match one {
+                    true => (format!("Rank {}", self.ranks_text()), "was"),
+                    false => (format!("Ranks {}", self.ranks_text()), "were"),
+                };
+                format!(
+                    "{who} fell behind: the other ranks timed out waiting for it in a \
+                     collective, and it did not; find what it {verb} doing then. "
+                )
+            }
+            (Lang::Zh, Some((last, waited))) => {
+                let who = self.ranks_text_in(lang);
+                let them = if one { "它" } else { "它们" };
+                format!(
+                    "rank {who} 落后了：{them}最后发起的集合通信是 {last}，而另一个 rank 在 \
+                     {waited} 上等到超时，{them}根本没有发起这次通信；查一下{them}当时在做什么。"
+                )
+            }
+            (Lang::Zh, None) => {
+                let who = self.ranks_text_in(lang);
+                let them = if one { "它" } else { "它们" };
+                format!(
+                    "rank {who} 落后了：其他 rank 在一次集合通信里等{them}等到超时，而{them}没有超时；\
+                     查一下{them}当时在做什么。"
+                )
+            }
+        }
+    }
+
     /// "0", "0 and 3".
     pub fn ranks_text(&self) -> String {
         self.ranks_text_in(Lang::En)
@@ -456,6 +494,67 @@ fn behind(paste: &Paste, timed_out: u64) -> Vec<u32> {
         return Vec::new();
     }
     ranks_of(behind).collect()
+}
+
+/// The ranks that never issued a collective another rank timed out waiting in: their
+/// last enqueued sequence number is lower than the one the other waited in (rank 3
+/// enqueued 5212, rank 0 timed out in 5213). Numbers count per process group: a paste
+/// that names several groups compares ranks within each, and one that names none and
+/// shows a rank waiting in two collectives (a tensor- and a data-parallel group, say)
+/// is not compared at all.
+fn behind_by_sequence(sequence: &[Sequence]) -> Option<Behind> {
+    let mut groups: Vec<Option<u32>> = sequence.iter().map(|s| s.group).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    let named: Vec<u32> = groups.iter().flatten().copied().collect();
+    let compared: Vec<Vec<&Sequence>> = if named.len() > 1 {
+        (named.iter())
+            .map(|g| sequence.iter().filter(|s| s.group == Some(*g)).collect())
+            .collect()
+    } else {
+        vec![sequence.iter().collect()]
+    };
+    for group in compared {
+        let waits_twice = group.iter().any(|a| {
+            a.waiting
+                && group
+                    .iter()
+                    .any(|b| b.waiting && b.rank == a.rank && b.seq != a.seq)
+        });
+        if waits_twice {
+            continue;
+        }
+        let mut found: Vec<(u32, u64, u64, usize)> = Vec::new();
+        for enqueued in group.iter().filter(|s| !s.waiting) {
+            let last = (group.iter())
+                .filter(|s| !s.waiting && s.rank == enqueued.rank)
+                .map(|s| s.seq)
+                .max()
+                .unwrap_or(enqueued.seq);
+            let waited = (group.iter())
+                .filter(|s| s.waiting && s.rank != enqueued.rank && s.seq > last)
+                .map(|s| s.seq)
+                .min();
+            if let Some(waited) = waited
+                && !found.iter().any(|f| f.0 == enqueued.rank)
+            {
+                found.push((enqueued.rank, last, waited, enqueued.line));
+            }
+        }
+        if found.is_empty() {
+            continue;
+        }
+        found.sort_unstable();
+        let last = found.iter().map(|f| f.1).min()?;
+        let waited = found.iter().map(|f| f.2).min()?;
+        let line = found.iter().map(|f| f.3).min()?;
+        return Some(Behind {
+            ranks: found.iter().map(|f| f.0).collect(),
+            line,
+            seq: Some((last, waited)),
+        });
+    }
+    None
 }
 
 /// "Rank 4", "Ranks 2 and 4", "Ranks 0, 1, 2 and more"; "rank 4 ", "rank 2 和 4 ",
@@ -859,6 +958,73 @@ torch 2.3.1+cu121 NCCL version 2.20.5 on NVIDIA A100-SXM4-80GB, world_size=8
         assert_eq!(triaged(&all).behind, None);
     }
 
+    /// Ranks that print their sequence numbers: the one whose last enqueued collective
+    /// is lower than the one another rank timed out in fell behind, even when it timed
+    /// out too and its line folds into the others'.
+    #[test]
+    fn the_rank_whose_last_collective_is_lower_fell_behind() {
+        let waiting = |rank: u32, seq: u64| {
+            format!(
+                "[rank{rank}]:[E318 02:26:40.7319072 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600031 milliseconds before timing out.\n"
+            )
+        };
+        let detected = |rank: u32, seq: u64, group: &str| {
+            format!(
+                "[rank{rank}]:[E318 02:26:41.1045228 ProcessGroupNCCL.cpp:2271] [PG ID {group} PG GUID {group}(default_pg) Rank {rank}]  failure detected by watchdog at work sequence id: {seq} PG status: last enqueued work: {seq}, last completed work: {}\n",
+                seq - 1
+            )
+        };
+        let text = [
+            waiting(1, 90417),
+            detected(1, 90417, "0"),
+            waiting(3, 90417),
+            detected(2, 90416, "0"),
+        ]
+        .concat();
+        let t = triaged(&text);
+        let behind = t.behind.as_ref().expect("a rank behind");
+        assert_eq!(
+            (behind.ranks.as_slice(), behind.seq, behind.line),
+            (&[2][..], Some((90416, 90417)), 4)
+        );
+        assert!(
+            t.summary(None).starts_with(
+                "Rank 2 fell behind: it last enqueued collective 90416, while another rank \
+                 timed out waiting in collective 90417"
+            ),
+            "{}",
+            t.summary(None)
+        );
+
+        // The last enqueued runs ahead of the collective a rank waits in: rank 3 waits in
+        // 335 having enqueued 731, and rank 2 waiting in 335 is not behind it.
+        let ahead = [waiting(3, 335), detected(3, 731, "0"), waiting(2, 335)].concat();
+        assert_eq!(triaged(&ahead).behind, None);
+
+        // Numbers of different process groups are not compared: named groups apart...
+        let groups = [
+            waiting(1, 90417),
+            detected(1, 90417, "1"),
+            detected(2, 50, "2"),
+        ];
+        assert_eq!(triaged(&groups.concat()).behind.and_then(|b| b.seq), None);
+        // ...and, unnamed, a rank waiting in two collectives means several groups.
+        let unnamed = [waiting(0, 96117), waiting(0, 96125), waiting(7, 64088)].concat();
+        let unnamed =
+            unnamed + &detected(7, 64088, "0").replace("PG ID 0 PG GUID 0(default_pg) ", "");
+        assert_eq!(triaged(&unnamed).behind.and_then(|b| b.seq), None);
+    }
+
+    /// A terminal wrapped the line in the middle of the number's label: it is read
+    /// whole once joined again.
+    #[test]
+    fn a_sequence_number_cut_by_the_terminal_is_read() {
+        let text = "[rank7]:[E816 00:34:01.184200712 ProcessGroupNCCL.cpp:2168] [PG ID 1 PG GUID 1 Rank 7]  failure detected by watchdog at work sequence id: 4410 PG status: last enqueue\n\
+            d work: 4410, last completed work: 4409\n\
+            [rank5]:[E816 00:34:01.333566386 ProcessGroupNCCL.cpp:629] [Rank 5] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4411, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.\n";
+        let behind = triaged(text).behind.expect("a rank behind");
+        assert_eq!((behind.ranks, behind.seq), (vec![7], Some((4410, 4411))));
+    }
     #[test]
     fn library_frames_are_not_the_users_own() {
         let t = triaged(

@@ -218,10 +218,18 @@ impl ExitSpec {
 }
 
 /// Facts a fix may name besides a regex's groups, filled from the paste's triage.
-pub const BRANCH_FACTS: [&str; 4] = ["rank", "exit_code", "signal", "behind"];
-/// Triage facts a branch may be selected by (`facts:`): `behind`, ranks that did not
-/// time out in a collective when the others did.
-pub const SELECTING_FACTS: [&str; 1] = ["behind"];
+pub const BRANCH_FACTS: [&str; 6] = [
+    "rank",
+    "exit_code",
+    "signal",
+    "behind",
+    "behind_seq",
+    "waiting_seq",
+];
+/// Triage facts a branch may be selected by (`facts:`): `behind`, ranks that fell
+/// behind in a collective (by the sequence numbers the ranks printed, or because the
+/// others timed out and they did not); `behind_seq`, only by sequence numbers.
+pub const SELECTING_FACTS: [&str; 2] = ["behind", "behind_seq"];
 
 impl Branch {
     /// `fix` (or `fix_zh`) with each `{name|fallback}` replaced by `values[name]`, or by
@@ -904,7 +912,7 @@ mod tests {
             "branch id `Bad Id` must be lowercase",
             "`title` must not be empty",
             "exit `KILL` is neither a code nor a signal",
-            "fact `slow` is not one of [\"behind\"]",
+            "fact `slow` is not one of [\"behind\", \"behind_seq\"]",
             "give `when` fragments, `exits` or `facts`",
             "placeholder `{nope|…}` names neither",
         ] {

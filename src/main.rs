@@ -623,8 +623,9 @@ fn print_entry(e: &Entry, lang: Lang, base: &str) {
 const FIX_LINES: usize = 30;
 
 /// A diagnosis as a terminal's first screen: the answer and its fix first when there is
-/// one; otherwise what happened, then the candidates (`possible`) or the leads
-/// (`no_match`), one line each past the first.
+/// one; otherwise what happened, then the candidates (`possible`: the first with the
+/// cause its evidence selected, if any, and no generic fix) or the leads (`no_match`),
+/// one line each past the first.
 fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis, base: &str, lang: Lang) {
     let t = |en, zh| lang.pick(en, zh);
     let title = |e: &Entry| lang.pick(&e.title, &e.title_zh).to_string();
@@ -753,6 +754,28 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis, base:
                 others.join(t("; ", "；"))
             );
         }
+    } else if !answer {
+        // A candidate without a selected cause is right less than half the time: its
+        // generic fix would read as an answer. Name its causes; the fix is one look away.
+        if !e.branches.is_empty() {
+            say!(
+                "\n   {}",
+                t(
+                    "its causes, none selected by the paste:",
+                    "它的几种原因，这段日志没有选中任何一个："
+                )
+            );
+            for b in &e.branches {
+                say!("     - {}", lang.pick(&b.title, &b.title_zh));
+            }
+        }
+        say!(
+            "\n   {}",
+            t(
+                "check its lines against yours before you follow its fix",
+                "先核对上面的依据行与你的日志是否一致，再照它的方法处理"
+            )
+        );
     } else if let Some(fix) = e.body(lang).section(Section::Fix) {
         if !e.branches.is_empty() {
             say!(

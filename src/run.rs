@@ -451,11 +451,20 @@ fn summary(kb: &Kb, d: &Diagnosis, link: Option<&str>, lang: Lang) -> String {
                         Branch::filled(lang.pick(&b.fix, &b.fix_zh), &chosen.values),
                     )
                 }
-                None => (
+                None if answer => (
                     t("fix:", "解决：").to_string(),
                     (e.body(lang).section(Section::Fix))
                         .unwrap_or_default()
                         .to_string(),
+                ),
+                // Not sure and no cause selected: its generic fix would read as the answer.
+                None => (
+                    t(
+                        "check its lines against yours before you follow its fix",
+                        "先核对依据行与你的日志是否一致，再照它的方法处理",
+                    )
+                    .to_string(),
+                    String::new(),
                 ),
             };
             let _ = writeln!(out, "  {heading}");

@@ -1162,6 +1162,28 @@ fn diagnose_lists_a_questions_entries_without_asserting_a_cause() {
     );
 }
 
+/// A candidate errbook is not sure of, with no cause the paste selects: its generic fix
+/// is not printed as if it were the answer (such candidates were right less than half
+/// the time), only its causes and where to read it.
+#[test]
+fn diagnose_prints_no_generic_fix_for_a_candidate_it_is_not_sure_of() {
+    let paste = "Traceback (most recent call last):\n  File \"/home/u/run.py\", line 40, in <module>\n    mp.spawn(worker, args=(2,), nprocs=2, join=True)\n  File \"/usr/lib/python3.10/site-packages/torch/multiprocessing/spawn.py\", line 158, in join\n    raise ProcessRaisedException(msg, error_index, failed_process.pid)\ntorch.multiprocessing.spawn.ProcessRaisedException:\n\n-- Process 0 terminated with the following error:\nTraceback (most recent call last):\n  File \"/usr/lib/python3.10/site-packages/torch/multiprocessing/spawn.py\", line 69, in _wrap\n    fn(i, *args)\n  File \"/home/u/run.py\", line 22, in worker\n    dist.all_gather_object(out, obj)\nRuntimeError: the spawned worker failed\n";
+    let kb = Path::new(env!("CARGO_MANIFEST_DIR")).join("kb");
+    let text = diagnose_stdin(&kb, paste);
+    assert!(
+        text.starts_with("errbook is not sure; the closest candidate:"),
+        "{text}"
+    );
+    assert!(text.contains("— medium confidence"), "{text}");
+    assert!(!text.contains("\n   fix:"), "no generic fix: {text}");
+    assert!(!text.contains("most likely:"), "no cause selected: {text}");
+    assert!(
+        text.contains("check its lines against yours before you follow its fix"),
+        "{text}"
+    );
+    assert!(text.contains("errbook show "), "{text}");
+}
+
 const OOM_PASTE: &str = "Traceback (most recent call last):\n  File \"train.py\", line 88, in <module>\n    loss.backward()\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.20 GiB is free.\n";
 
 fn run_with_stdin(mut command: Command, stdin: &str) -> Output {

@@ -754,51 +754,46 @@ fn print_diagnosis(kb: &errbook::kb::Kb, d: &errbook::diagnose::Diagnosis, base:
                 others.join(t("; ", "；"))
             );
         }
-    } else if !answer {
-        // A candidate without a selected cause is right less than half the time: its
-        // generic fix would read as an answer. Name its causes; the fix is one look away.
-        if !e.branches.is_empty() {
-            say!(
-                "\n   {}",
-                t(
-                    "its causes, none selected by the paste:",
-                    "它的几种原因，这段日志没有选中任何一个："
-                )
-            );
-            for b in &e.branches {
-                say!("     - {}", lang.pick(&b.title, &b.title_zh));
-            }
-        }
-        say!(
-            "\n   {}",
-            t(
-                "check its lines against yours before you follow its fix",
-                "先核对上面的依据行与你的日志是否一致，再照它的方法处理"
-            )
-        );
-    } else if let Some(fix) = e.body(lang).section(Section::Fix) {
-        if !e.branches.is_empty() {
-            say!(
-                "\n   {}",
-                t(
+    } else {
+        // A candidate errbook is not sure of, with no cause selected, is right less than
+        // half the time: its generic fix would read as an answer, so only its causes show.
+        let fix = (e.body(lang).section(Section::Fix)).filter(|_| answer);
+        if !e.branches.is_empty() && (fix.is_some() || !answer) {
+            let heading = match answer {
+                true => t(
                     "the paste does not say which of these causes it is:",
-                    "这段日志看不出是下面哪一个原因："
-                )
-            );
+                    "这段日志看不出是下面哪一个原因：",
+                ),
+                false => t(
+                    "its causes, none selected by the paste:",
+                    "它的几种原因，这段日志没有选中任何一个：",
+                ),
+            };
+            say!("\n   {heading}");
             for b in &e.branches {
                 say!("     - {}", lang.pick(&b.title, &b.title_zh));
             }
         }
-        say!("\n   {}", t("fix:", "解决："));
-        for line in fix.lines().take(FIX_LINES) {
-            say!("     {line}");
-        }
-        let more = fix.lines().count().saturating_sub(FIX_LINES);
-        if more > 0 {
-            match lang {
-                Lang::En => say!("     … {more} more lines: {}", show(&e.slug)),
-                Lang::Zh => say!("     … 还有 {more} 行：{}", show(&e.slug)),
+        if let Some(fix) = fix {
+            say!("\n   {}", t("fix:", "解决："));
+            for line in fix.lines().take(FIX_LINES) {
+                say!("     {line}");
             }
+            let more = fix.lines().count().saturating_sub(FIX_LINES);
+            if more > 0 {
+                match lang {
+                    Lang::En => say!("     … {more} more lines: {}", show(&e.slug)),
+                    Lang::Zh => say!("     … 还有 {more} 行：{}", show(&e.slug)),
+                }
+            }
+        } else if !answer {
+            say!(
+                "\n   {}",
+                t(
+                    "check its lines against yours before you follow its fix",
+                    "先核对上面的依据行与你的日志是否一致，再照它的方法处理"
+                )
+            );
         }
     }
     if base.is_empty() {

@@ -124,7 +124,15 @@ static SEQ_ENQUEUED: LazyLock<Regex> =
 
 /// The sequence numbers `text` (of `rank`, by its prefix) names, added to `out`.
 fn note_sequence(rank: Option<u32>, text: &str, line: usize, out: &mut Vec<Sequence>) {
-    if out.len() >= MAX_SEQUENCE || !(text.contains("SeqNum=") || text.contains("work")) {
+    let named = ["SeqNum=", "work: ", "sequence id: "];
+    if out.len() >= MAX_SEQUENCE || !named.iter().any(|n| text.contains(n)) {
+        return;
+    }
+    let found: Vec<(bool, u64)> = [(true, &*SEQ_WAITING), (false, &*SEQ_ENQUEUED)]
+        .into_iter()
+        .filter_map(|(waiting, re)| Some((waiting, re.captures(text)?[1].parse().ok()?)))
+        .collect();
+    if found.is_empty() {
         return;
     }
     let tag = SEQ_RANK.captures(text);
@@ -132,11 +140,7 @@ fn note_sequence(rank: Option<u32>, text: &str, line: usize, out: &mut Vec<Seque
     let Some(rank) = (tag.as_ref()).and_then(|c| c[2].parse().ok()).or(rank) else {
         return;
     };
-    let found = (SEQ_WAITING.captures(text).map(|c| (true, c)))
-        .into_iter()
-        .chain(SEQ_ENQUEUED.captures(text).map(|c| (false, c)));
-    for (waiting, c) in found {
-        let Ok(seq) = c[1].parse() else { continue };
+    for (waiting, seq) in found {
         let sequence = Sequence {
             rank,
             group,

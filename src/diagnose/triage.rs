@@ -428,45 +428,30 @@ impl Behind {
     /// What the paste shows of them, with what to look for next.
     pub fn sentence(&self, lang: Lang) -> String {
         let one = self.ranks.len() == 1;
+        let ranks = self.ranks_text_in(lang);
+        let (who, verb, it) = match one {
+            true => (format!("Rank {ranks}"), "was", "it"),
+            false => (format!("Ranks {ranks}"), "were", "they"),
+        };
+        let them = if one { "它" } else { "它们" };
         match (lang, self.seq) {
-            (Lang::En, Some((last, waited))) => {
-                let (who, verb) = match one {
-                    true => (format!("Rank {}", self.ranks_text()), "was"),
-                    false => (format!("Ranks {}", self.ranks_text()), "were"),
-                };
-                format!(
-                    "{who} fell behind: it last enqueued collective {last}, while another rank \
-                     timed out waiting in collective {waited}, which {} never issued; find \
-                     what it {verb} doing then. ",
-                    if one { "it" } else { "they" }
-                )
-            }
-            (Lang::En, None) => {
-                let (who, verb) = match one {
-                    true => (format!("Rank {}", self.ranks_text()), "was"),
-                    false => (format!("Ranks {}", self.ranks_text()), "were"),
-                };
-                format!(
-                    "{who} fell behind: the other ranks timed out waiting for it in a \
-                     collective, and it did not; find what it {verb} doing then. "
-                )
-            }
-            (Lang::Zh, Some((last, waited))) => {
-                let who = self.ranks_text_in(lang);
-                let them = if one { "它" } else { "它们" };
-                format!(
-                    "rank {who} 落后了：{them}最后发起的集合通信是 {last}，而另一个 rank 在 \
-                     {waited} 上等到超时，{them}根本没有发起这次通信；查一下{them}当时在做什么。"
-                )
-            }
-            (Lang::Zh, None) => {
-                let who = self.ranks_text_in(lang);
-                let them = if one { "它" } else { "它们" };
-                format!(
-                    "rank {who} 落后了：其他 rank 在一次集合通信里等{them}等到超时，而{them}没有超时；\
-                     查一下{them}当时在做什么。"
-                )
-            }
+            (Lang::En, Some((last, waited))) => format!(
+                "{who} fell behind: it last enqueued collective {last}, while another rank \
+                 timed out waiting in collective {waited}, which {it} never issued; find \
+                 what it {verb} doing then. "
+            ),
+            (Lang::En, None) => format!(
+                "{who} fell behind: the other ranks timed out waiting for it in a \
+                 collective, and it did not; find what it {verb} doing then. "
+            ),
+            (Lang::Zh, Some((last, waited))) => format!(
+                "rank {ranks} 落后了：{them}最后发起的集合通信是 {last}，而另一个 rank 在 \
+                 {waited} 上等到超时，{them}根本没有发起这次通信；查一下{them}当时在做什么。"
+            ),
+            (Lang::Zh, None) => format!(
+                "rank {ranks} 落后了：其他 rank 在一次集合通信里等{them}等到超时，而{them}没有超时；\
+                 查一下{them}当时在做什么。"
+            ),
         }
     }
 

@@ -649,6 +649,9 @@ pub struct Triage {
     /// Ranks that fell behind: the other ranks timed out waiting for them in a
     /// collective, and these did not.
     pub behind: Vec<u32>,
+    /// When NCCL's sequence numbers showed those ranks behind: the last collective they
+    /// enqueued and the later one the others timed out waiting in.
+    pub behind_sequence: Option<BehindSequence>,
 }
 
 impl Triage {
@@ -694,8 +697,22 @@ impl Triage {
                 })
                 .collect(),
             behind: t.behind.as_ref().map_or(Vec::new(), |b| b.ranks.clone()),
+            behind_sequence: (t.behind.as_ref().and_then(|b| b.seq)).map(
+                |(last_enqueued, waiting_in)| BehindSequence {
+                    last_enqueued,
+                    waiting_in,
+                },
+            ),
         }
     }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BehindSequence {
+    /// The last collective the ranks behind enqueued (`last enqueued work`).
+    pub last_enqueued: u64,
+    /// The collective the ranks that timed out were waiting in (`SeqNum`).
+    pub waiting_in: u64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -391,6 +391,24 @@ async fn a_large_paste_answers_the_same_from_a_blocking_thread() {
     }
 }
 
+/// The ranks behind and NCCL's two sequence numbers reach an API client as fields, not
+/// only in the summary's words.
+#[tokio::test]
+async fn the_triage_gives_the_sequence_numbers_that_show_a_rank_behind() {
+    let text = "\
+[rank0]:[E1104 09:42:17.318204512 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=8190, OpType=ALLGATHER, NumelIn=1024, NumelOut=8192, Timeout(ms)=600000) ran for 600047 milliseconds before timing out.
+[rank5]:[E1104 09:42:18.002114870 ProcessGroupNCCL.cpp:1389] [PG 0 (default_pg) Rank 5] Received a dump signal due to a collective timeout from rank 0 and we will try our best to dump the debug info. Last enqueued NCCL work: 8189, last completed NCCL work: 8189.
+";
+    let d = diagnose(text).await;
+    let triage = &d["triage"];
+    assert_eq!(triage["behind"], json!([5]), "{triage:#}");
+    assert_eq!(
+        triage["behind_sequence"]["last_enqueued"], 8189,
+        "{triage:#}"
+    );
+    assert_eq!(triage["behind_sequence"]["waiting_in"], 8190, "{triage:#}");
+}
+
 #[tokio::test]
 async fn every_answer_carries_the_triage_of_its_paste() {
     // The shipped kb knows no entry for this (tests/pastes/snapshots.tsv: NoMatch);

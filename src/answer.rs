@@ -652,6 +652,9 @@ pub struct Triage {
     /// When NCCL's sequence numbers showed those ranks behind: the last collective they
     /// enqueued and the later one the others timed out waiting in.
     pub behind_sequence: Option<BehindSequence>,
+    /// When the heartbeat monitor's counts (`workMetaList_.size()`) showed those ranks
+    /// behind: the collectives they had outstanding and the most another rank had.
+    pub behind_outstanding: Option<BehindOutstanding>,
 }
 
 impl Triage {
@@ -703,8 +706,22 @@ impl Triage {
                     waiting_in,
                 },
             ),
+            behind_outstanding: (t.behind.as_ref().and_then(|b| b.outstanding)).map(
+                |(outstanding, others)| BehindOutstanding {
+                    outstanding,
+                    others,
+                },
+            ),
         }
     }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BehindOutstanding {
+    /// Collectives the ranks behind had enqueued and not completed.
+    pub outstanding: u64,
+    /// The most another rank had.
+    pub others: u64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

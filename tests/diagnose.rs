@@ -407,6 +407,43 @@ async fn the_triage_gives_the_sequence_numbers_that_show_a_rank_behind() {
         "{triage:#}"
     );
     assert_eq!(triage["behind_sequence"]["waiting_in"], 8190, "{triage:#}");
+    assert_eq!(triage["behind_outstanding"], json!(null), "{triage:#}");
+}
+
+/// The heartbeat monitor's queue lengths show a rank behind too.
+#[tokio::test]
+async fn the_triage_gives_the_queue_lengths_that_show_a_rank_behind() {
+    let line = |rank: u32, size: u32| {
+        format!(
+            "[rank{rank}]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank {rank}] Heartbeat monitor \
+             timed out! Process will be terminated after dumping debug info. \
+             workMetaList_.size()={size}\n"
+        )
+    };
+    let text = [
+        line(4, 57),
+        line(6, 41),
+        line(1, 57),
+        "[rank4]:[F ProcessGroupNCCL.cpp:1169] [PG 0 Rank 4] [PG 0 Rank 4] ProcessGroupNCCL's \
+         watchdog got stuck for 480 seconds without making progress in monitoring enqueued \
+         collectives.\n"
+            .to_string(),
+    ]
+    .concat();
+    let d = diagnose(&text).await;
+    let triage = &d["triage"];
+    assert_eq!(triage["behind"], json!([6]), "{triage:#}");
+    assert_eq!(
+        triage["behind_outstanding"],
+        json!({"outstanding": 41, "others": 57}),
+        "{triage:#}"
+    );
+    assert_eq!(triage["behind_sequence"], json!(null), "{triage:#}");
+    let summary = triage["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with("Rank 6 fell behind: when the heartbeat monitor fired, it had 41"),
+        "{summary}"
+    );
 }
 
 #[tokio::test]

@@ -91,6 +91,21 @@ pub struct Paste {
     /// NCCL's collective sequence numbers as each rank printed them, read before
     /// repeated lines fold (the ranks' lines differ only in these numbers).
     pub sequence: Vec<Sequence>,
+    /// How many collectives each rank still had outstanding when its heartbeat monitor
+    /// fired, as each rank printed it.
+    pub outstanding: Vec<Outstanding>,
+}
+
+/// Collectives a rank had enqueued and not completed when its heartbeat monitor fired
+/// (`[PG 0 Rank 3] Heartbeat monitor timed out! ... workMetaList_.size()=103`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outstanding {
+    pub rank: u32,
+    /// The process group, when the line names it.
+    pub group: Option<u32>,
+    pub count: u64,
+    /// 1-based line in the paste.
+    pub line: usize,
 }
 
 /// One collective sequence number a rank printed.
@@ -121,6 +136,33 @@ static SEQ_WAITING: LazyLock<Regex> = LazyLock::new(|| {
 });
 static SEQ_ENQUEUED: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[Ll]ast enqueued (?:NCCL )?work: (\d+)").unwrap());
+
+static OUTSTANDING: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"workMetaList_\.size\(\)\s*=\s*(\d+)").unwrap());
+
+/// The outstanding collectives `text` (of `rank`, by its prefix) names, added to `out`
+/// once per rank and group.
+fn note_outstanding(rank: Option<u32>, text: &str, line: usize, out: &mut Vec<Outstanding>) {
+    if out.len() >= MAX_SEQUENCE || !text.contains("workMetaList_") {
+        return;
+    }
+    let Some(count) = (OUTSTANDING.captures(text)).and_then(|c| c[1].parse().ok()) else {
+        return;
+    };
+    let tag = SEQ_RANK.captures(text);
+    let group = tag.as_ref().and_then(|c| c.get(1)?.as_str().parse().ok());
+    let Some(rank) = (tag.as_ref()).and_then(|c| c[2].parse().ok()).or(rank) else {
+        return;
+    };
+    if !out.iter().any(|o| o.rank == rank && o.group == group) {
+        out.push(Outstanding {
+            rank,
+            group,
+            count,
+            line,
+        });
+    }
+}
 
 /// The sequence numbers `text` (of `rank`, by its prefix) names, added to `out`.
 fn note_sequence(rank: Option<u32>, text: &str, line: usize, out: &mut Vec<Sequence>) {
@@ -410,6 +452,8 @@ struct Builder {
     max_lines: Option<usize>,
     /// See [`Paste::sequence`].
     sequence: Vec<Sequence>,
+    /// See [`Paste::outstanding`].
+    outstanding: Vec<Outstanding>,
 }
 
 /// torchrun's record of the rank that failed first, and its field lines after it.
@@ -448,6 +492,7 @@ impl Builder {
         }
         let traced = self.in_traceback(rank, &text);
         note_sequence(rank, &text, number, &mut self.sequence);
+        note_outstanding(rank, &text, number, &mut self.outstanding);
         // Wrapped continuation: glue to the previous line before deduplicating. A line
         // that carried a prefix (rank, timestamp) starts a record of its own, and a
         // joined line never grows past the line limit.
@@ -468,6 +513,7 @@ impl Builder {
             };
             if let Some(line) = glued {
                 note_sequence(line.rank, &line.text, line.number, &mut self.sequence);
+                note_outstanding(line.rank, &line.text, line.number, &mut self.outstanding);
             }
             if self.tail.is_empty() {
                 self.head_bytes += text.len();
@@ -655,6 +701,7 @@ impl Builder {
             duplicate_lines: self.duplicates,
             truncated: self.truncated,
             sequence: self.sequence,
+            outstanding: self.outstanding,
         }
     }
 }

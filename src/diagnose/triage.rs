@@ -9,7 +9,7 @@ use regex::Regex;
 
 use super::clip;
 use super::parse::{Exception, Frame, Parsed};
-use super::paste::{Paste, Sequence};
+use super::paste::{Outstanding, Paste, Sequence};
 use crate::kb::Lang;
 
 /// Most consequences and exits listed.
@@ -29,7 +29,7 @@ pub struct Triage {
     /// Versions and environment the paste names, in the order found.
     pub environment: Vec<Fact>,
     /// The ranks that fell behind, when several ranks timed out waiting in a collective
-    /// and these, seen elsewhere in the paste, did not.
+    /// and these, seen elsewhere in the paste, did not, or issued fewer collectives.
     pub behind: Option<Behind>,
 }
 
@@ -43,6 +43,9 @@ pub struct Behind {
     /// When sequence numbers showed it: the last collective these ranks enqueued, and
     /// the later one another rank timed out waiting in.
     pub seq: Option<(u64, u64)>,
+    /// When the heartbeat monitor's counts showed it: the collectives these ranks had
+    /// outstanding, and the most another rank had.
+    pub outstanding: Option<(u64, u64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -263,15 +266,18 @@ pub fn triage(paste: &Paste, text: &str, starts: &[usize], parsed: &Parsed) -> T
             }
         }
     }
-    triage.behind = behind_by_sequence(&paste.sequence).or_else(|| {
-        let line = first_timeout?;
-        let ranks = behind(paste, timed_out);
-        (!ranks.is_empty()).then_some(Behind {
-            ranks,
-            line,
-            seq: None,
-        })
-    });
+    triage.behind = (behind_by_sequence(&paste.sequence))
+        .or_else(|| behind_by_outstanding(&paste.outstanding))
+        .or_else(|| {
+            let line = first_timeout?;
+            let ranks = behind(paste, timed_out);
+            (!ranks.is_empty()).then_some(Behind {
+                ranks,
+                line,
+                seq: None,
+                outstanding: None,
+            })
+        });
     for version in &parsed.versions {
         if let Some((name, value)) = version.split_once(' ') {
             let name = match name {
@@ -434,6 +440,21 @@ impl Behind {
             false => (format!("Ranks {ranks}"), "were", "they"),
         };
         let them = if one { "它" } else { "它们" };
+        if let (None, Some((theirs, most))) = (self.seq, self.outstanding) {
+            let missing = most - theirs;
+            return match lang {
+                Lang::En => format!(
+                    "{who} fell behind: when the heartbeat monitor fired, {it} had {theirs} \
+                     collectives outstanding and another rank {most}, so {it} had not issued \
+                     the last {missing}; find what {it} {verb} doing then. "
+                ),
+                Lang::Zh => format!(
+                    "rank {ranks} 落后了：心跳监控触发时{them}还有 {theirs} 个未完成的集合通信，\
+                     而另一个 rank 有 {most} 个，说明{them}没有发起最后的 {missing} 个；\
+                     查一下{them}当时在做什么。"
+                ),
+            };
+        }
         match (lang, self.seq) {
             (Lang::En, Some((last, waited))) => format!(
                 "{who} fell behind: it last enqueued collective {last}, while another rank \
@@ -537,9 +558,39 @@ fn behind_by_sequence(sequence: &[Sequence]) -> Option<Behind> {
             ranks: found.iter().map(|f| f.0).collect(),
             line,
             seq: Some((last, waited)),
+            outstanding: None,
         });
     }
     None
+}
+
+/// The ranks of one process group that had fewer collectives outstanding than the
+/// others when their heartbeat monitors fired: collectives complete on every rank
+/// together, so the ranks with the shorter queue never issued the last ones (rank 0
+/// had 84, ranks 1 to 7 had 103). Only a minority of at least three ranks counts as
+/// behind; with two, either could be the odd one.
+fn behind_by_outstanding(outstanding: &[Outstanding]) -> Option<Behind> {
+    let mut groups: Vec<Option<u32>> = outstanding.iter().map(|o| o.group).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    groups.into_iter().find_map(|group| {
+        let counted: Vec<&Outstanding> =
+            (outstanding.iter()).filter(|o| o.group == group).collect();
+        let most = counted.iter().map(|o| o.count).max()?;
+        let mut short: Vec<&Outstanding> = (counted.iter().copied())
+            .filter(|o| o.count < most)
+            .collect();
+        if short.is_empty() || short.len() * 2 >= counted.len() {
+            return None;
+        }
+        short.sort_unstable_by_key(|o| o.rank);
+        Some(Behind {
+            ranks: short.iter().map(|o| o.rank).collect(),
+            line: short.iter().map(|o| o.line).min()?,
+            seq: None,
+            outstanding: Some((short.iter().map(|o| o.count).min()?, most)),
+        })
+    })
 }
 
 /// "Rank 4", "Ranks 2 and 4", "Ranks 0, 1, 2 and more"; "rank 4 ", "rank 2 和 4 ",
@@ -998,6 +1049,44 @@ torch 2.3.1+cu121 NCCL version 2.20.5 on NVIDIA A100-SXM4-80GB, world_size=8
         let unnamed =
             unnamed + &detected(7, 64088, "0").replace("PG ID 0 PG GUID 0(default_pg) ", "");
         assert_eq!(triaged(&unnamed).behind.and_then(|b| b.seq), None);
+    }
+
+    /// When the heartbeat monitors fired, the rank with fewer collectives outstanding
+    /// than the others had not issued the rest: it fell behind. Two ranks that differ,
+    /// or a queue shorter on half the ranks, say nothing of which one.
+    #[test]
+    fn the_rank_with_the_shorter_queue_fell_behind() {
+        let queue = |rank: u32, size: u64| {
+            format!(
+                "[rank{rank}]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank {rank}] Heartbeat \
+                 monitor timed out! Process will be terminated after dumping debug info. \
+                 workMetaList_.size()={size}\n"
+            )
+        };
+        let text = [queue(1, 103), queue(0, 84), queue(2, 103), queue(3, 103)].concat();
+        let t = triaged(&text);
+        let behind = t.behind.as_ref().expect("a rank behind");
+        assert_eq!(
+            (behind.ranks.as_slice(), behind.line, behind.outstanding),
+            (&[0][..], 2, Some((84, 103)))
+        );
+        assert!(
+            (t.summary(None)).starts_with(
+                "Rank 0 fell behind: when the heartbeat monitor fired, it had 84 collectives \
+                 outstanding and another rank 103, so it had not issued the last 19"
+            ),
+            "{}",
+            t.summary(None)
+        );
+
+        assert_eq!(
+            triaged(&[queue(0, 84), queue(1, 103)].concat()).behind,
+            None
+        );
+        let half = [queue(0, 84), queue(1, 84), queue(2, 103), queue(3, 103)];
+        assert_eq!(triaged(&half.concat()).behind, None);
+        let even = [queue(0, 103), queue(1, 103), queue(2, 103)];
+        assert_eq!(triaged(&even.concat()).behind, None);
     }
 
     /// A terminal wrapped the line in the middle of the number's label: it is read

@@ -123,7 +123,7 @@ pub struct Sequence {
     pub line: usize,
 }
 
-/// Most sequence numbers kept from one paste.
+/// Most sequence numbers (and queue lengths) kept from one paste.
 const MAX_SEQUENCE: usize = 256;
 
 static SEQ_RANK: LazyLock<Regex> =
@@ -137,6 +137,15 @@ static SEQ_WAITING: LazyLock<Regex> = LazyLock::new(|| {
 static SEQ_ENQUEUED: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[Ll]ast enqueued (?:NCCL )?work: (\d+)").unwrap());
 
+/// The rank a ProcessGroupNCCL line names (`[PG 0 Rank 3]`), else `rank` from its
+/// prefix, with the process group when the line names it.
+fn rank_and_group(rank: Option<u32>, text: &str) -> Option<(u32, Option<u32>)> {
+    let tag = SEQ_RANK.captures(text);
+    let group = tag.as_ref().and_then(|c| c.get(1)?.as_str().parse().ok());
+    let rank = (tag.as_ref()).and_then(|c| c[2].parse().ok()).or(rank)?;
+    Some((rank, group))
+}
+
 static OUTSTANDING: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"workMetaList_\.size\(\)\s*=\s*(\d+)").unwrap());
 
@@ -149,9 +158,7 @@ fn note_outstanding(rank: Option<u32>, text: &str, line: usize, out: &mut Vec<Ou
     let Some(count) = (OUTSTANDING.captures(text)).and_then(|c| c[1].parse().ok()) else {
         return;
     };
-    let tag = SEQ_RANK.captures(text);
-    let group = tag.as_ref().and_then(|c| c.get(1)?.as_str().parse().ok());
-    let Some(rank) = (tag.as_ref()).and_then(|c| c[2].parse().ok()).or(rank) else {
+    let Some((rank, group)) = rank_and_group(rank, text) else {
         return;
     };
     if !out.iter().any(|o| o.rank == rank && o.group == group) {
@@ -177,9 +184,7 @@ fn note_sequence(rank: Option<u32>, text: &str, line: usize, out: &mut Vec<Seque
     if found.is_empty() {
         return;
     }
-    let tag = SEQ_RANK.captures(text);
-    let group = tag.as_ref().and_then(|c| c.get(1)?.as_str().parse().ok());
-    let Some(rank) = (tag.as_ref()).and_then(|c| c[2].parse().ok()).or(rank) else {
+    let Some((rank, group)) = rank_and_group(rank, text) else {
         return;
     };
     for (waiting, seq) in found {

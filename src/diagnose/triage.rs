@@ -440,7 +440,7 @@ impl Behind {
             false => (format!("Ranks {ranks}"), "were", "they"),
         };
         let them = if one { "它" } else { "它们" };
-        if let (None, Some((theirs, most))) = (self.seq, self.outstanding) {
+        if let Some((theirs, most)) = self.outstanding {
             let missing = most - theirs;
             return match lang {
                 Lang::En => format!(
